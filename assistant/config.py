@@ -1,0 +1,97 @@
+"""Settings: command-line flags, then environment, then an optional TOML config file."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from assistant.errors import ConfigError
+
+APP_NAME = "paper-triage"
+
+
+def default_config_path() -> Path:
+    """Where the optional config file is looked for when none is named."""
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+class Settings(BaseSettings):
+    """Everything the tool can be configured with.
+
+    Environment names: TRIAGE_STORE, TRIAGE_AGENDA, TRIAGE_CHROMA_URL, TRIAGE_MODEL,
+    TRIAGE_EMBEDDER, OPENAI_API_KEY, OPENAI_BASE_URL. Config-file keys are the field names.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="TRIAGE_", extra="ignore", populate_by_name=True)
+
+    store: Path = Field(default=Path("store"), description="embedded Chroma store directory")
+    chroma_url: str | None = Field(default=None, description="Chroma server URL")
+    collection: str = Field(default="papers", description="Chroma collection of papers")
+    agenda: Path | None = Field(default=None, description="research agenda (Markdown)")
+    model: str | None = Field(default=None, description="LLM model name")
+    embedder: str = Field(default="minilm-int8", description="minilm-int8 or openai:<model>")
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("openai_api_key", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("openai_base_url", "OPENAI_BASE_URL")
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    @property
+    def agenda_path(self) -> Path:
+        """The agenda file: as set, else `agenda.md` beside the store."""
+        return self.agenda if self.agenda is not None else self.store.parent / "agenda.md"
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.openai_api_key or self.openai_base_url)
+
+    @property
+    def store_location(self) -> str:
+        return self.chroma_url or str(self.store)
+
+
+def load_settings(config_file: Path | None = None, **flags: Any) -> Settings:
+    """Settings with flags over environment over config file; None flags are left unset."""
+    path = config_file or (Path(os.environ["TRIAGE_CONFIG"]) if os.environ.get("TRIAGE_CONFIG") else None)
+    if path is not None and not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    path = path or default_config_path()
+    toml_file = path if path.is_file() else None
+    if toml_file is not None:
+        try:
+            tomllib.loads(toml_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{toml_file}: not a valid TOML config file: {exc}") from exc
+
+    class _FileSettings(Settings):
+        model_config = SettingsConfigDict(toml_file=toml_file)
+
+    try:
+        settings = _FileSettings(**{k: v for k, v in flags.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
+        raise ConfigError(f"invalid settings: {problems}") from exc
+    return settings

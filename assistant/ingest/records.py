@@ -1,0 +1,126 @@
+"""Turn a loose record (a dict from JSON, CSV, ...) into a Paper, or say what is wrong with it."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import Any
+
+from pydantic import ValidationError
+
+from assistant.models import Paper, clean_text
+
+KNOWN_FIELDS = (
+    "id",
+    "title",
+    "abstract",
+    "authors",
+    "year",
+    "date",
+    "venue",
+    "categories",
+    "arxiv_id",
+    "doi",
+    "url",
+)
+
+_ID_PREFIXES = ("arxiv:", "doi:")
+
+
+class RecordError(ValueError):
+    """What is wrong with one record (the caller adds where it is)."""
+
+
+def _text(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise RecordError(f"'{name}' must be text, got {type(value).__name__}")
+    text = clean_text(str(value))
+    return text or None
+
+
+def _text_list(name: str, value: Any, separators: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        parts = re.split(separators, value)
+    elif isinstance(value, list):
+        parts = []
+        for item in value:
+            if isinstance(item, dict):  # {"name": ...} or CSL-style {"given", "family"}
+                item = item.get("name") or " ".join(str(item[k]) for k in ("given", "family") if item.get(k))
+            if not isinstance(item, str | int | float) or isinstance(item, bool):
+                raise RecordError(
+                    f"'{name}' must be a list of text, got an item of type {type(item).__name__}"
+                )
+            parts.append(str(item))
+    else:
+        raise RecordError(f"'{name}' must be a list or text, got {type(value).__name__}")
+    return [t for t in (clean_text(p) for p in parts) if t]
+
+
+def _year(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise RecordError("'year' must be a number")
+    try:
+        year = int(str(value).strip())
+    except ValueError:
+        raise RecordError(f"'year' must be a number, got {value!r}") from None
+    if not 1000 <= year <= 2999:
+        raise RecordError(f"'year' {year} is out of range")
+    return year
+
+
+def _date(value: Any) -> str | None:
+    text = _text("date", value)
+    if text is None:
+        return None
+    try:
+        return date.fromisoformat(text[:10]).isoformat() if len(text) >= 10 else text
+    except ValueError:
+        raise RecordError(f"'date' must be an ISO date (YYYY-MM-DD), got {text!r}") from None
+
+
+def record_to_paper(record: Any, source: str) -> Paper:
+    """Validate a record and build its Paper; unknown fields are kept in `extra`."""
+    if not isinstance(record, dict):
+        raise RecordError(f"expected an object with a 'title', got {type(record).__name__}")
+    title = _text("title", record.get("title"))
+    if not title:
+        raise RecordError("record has no title")
+    raw_id = _text("id", record.get("id"))
+    arxiv_id = _text("arxiv_id", record.get("arxiv_id"))
+    doi = _text("doi", record.get("doi"))
+    extra = {k: v for k, v in record.items() if k not in KNOWN_FIELDS}
+    if raw_id:
+        low = raw_id.lower()
+        if low.startswith("arxiv:") and not arxiv_id:
+            arxiv_id = raw_id[len("arxiv:") :]
+        elif low.startswith("doi:") and not doi:
+            doi = raw_id[len("doi:") :]
+        elif not low.startswith(("title:", *_ID_PREFIXES)):
+            extra["source_id"] = raw_id
+    dt = _date(record.get("date"))
+    year = _year(record.get("year"))
+    if year is None and dt and dt[:4].isdigit():
+        year = int(dt[:4])
+    try:
+        return Paper.create(
+            title=title,
+            abstract=_text("abstract", record.get("abstract")) or "",
+            authors=_text_list("authors", record.get("authors"), r",|;|\band\b"),
+            year=year,
+            date=dt,
+            venue=_text("venue", record.get("venue")),
+            categories=_text_list("categories", record.get("categories"), r"[,;\s]+"),
+            arxiv_id=arxiv_id,
+            doi=doi,
+            url=_text("url", record.get("url")),
+            sources=[source],
+            extra=extra,
+        )
+    except ValidationError as exc:
+        raise RecordError("; ".join(e["msg"] for e in exc.errors())) from None

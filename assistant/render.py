@@ -1,0 +1,79 @@
+"""Rich renderings shared by the CLI commands (tables of papers, reports)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from assistant.ingest import FileReport
+from assistant.models import StoredPaper
+
+
+def relevance_bar(value: float | None, width: int = 10) -> Text:
+    if value is None:
+        return Text("·" * width, style="dim")
+    filled = max(0, min(width, round(value / 10 * width)))
+    style = "green" if value >= 7 else "yellow" if value >= 4 else "red"
+    return (
+        Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim") + Text(f" {value:4.1f}")
+    )
+
+
+def papers_table(
+    items: Sequence[StoredPaper], title: str, scores: Sequence[float] | None = None, width: int = 120
+) -> Table:
+    """Papers by rank: relevance (or similarity), title and id, tags, status.
+
+    Narrow terminals get the id under the title and no tag column.
+    """
+    wide = width >= 110
+    table = Table(title=title, title_justify="left", expand=wide)
+    table.add_column("#", justify="right", style="dim")
+    table.add_column("similarity" if scores is not None else "relevance", no_wrap=True)
+    table.add_column("title", overflow="fold", ratio=4)
+    if wide:
+        table.add_column("tags", overflow="fold", ratio=2, style="cyan")
+    table.add_column("status", no_wrap=True)
+    if wide:
+        table.add_column("id", style="dim", no_wrap=True)
+    for rank, item in enumerate(items, start=1):
+        a = item.assessment
+        if scores is not None:
+            score_cell = Text(f"{scores[rank - 1]:.3f}")
+        else:
+            score_cell = relevance_bar(a.relevance if a and not a.failed else None, width=5)
+        title_cell = escape(item.paper.title)
+        if item.paper.year:
+            title_cell += f" [dim]({item.paper.year})[/dim]"
+        status = item.decision.status.value + (" ★" if item.decision.starred else "")
+        if wide:
+            tags = ", ".join(a.tags[:4]) if a else ""
+            table.add_row(str(rank), score_cell, title_cell, escape(tags), status, item.paper.id)
+        else:
+            table.add_row(str(rank), score_cell, f"{title_cell}\n[dim]{item.paper.id}[/dim]", status)
+    return table
+
+
+def ingest_table(reports: Sequence[FileReport]) -> Table:
+    table = Table(title="Import", title_justify="left")
+    for name in ("file", "format", "parsed", "new", "merged", "unchanged", "skipped", "time"):
+        table.add_column(name, justify="left" if name in ("file", "format") else "right")
+    for r in reports:
+        if r.error:
+            table.add_row(escape(r.path), "-", "-", "-", "-", "-", "[red]failed[/red]", "-")
+            continue
+        skipped = f"[yellow]{len(r.skipped)}[/yellow]" if r.skipped else "0"
+        table.add_row(
+            escape(r.path),
+            r.format or "-",
+            str(r.parsed),
+            str(r.new),
+            str(r.merged),
+            str(r.unchanged),
+            skipped,
+            f"{r.seconds:.1f}s",
+        )
+    return table

@@ -1,0 +1,388 @@
+"""The paper store: the only module that talks to Chroma.
+
+One collection of papers (document = title + abstract, embedded by the configured embedder);
+the paper's fields, the researcher's decision and the latest assessment live in its metadata.
+A second small collection holds what is not per paper (store-wide settings).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, cast
+from urllib.parse import urlparse
+
+import chromadb
+from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
+from chromadb.config import Settings as ChromaSettings
+from chromadb.errors import ChromaError
+
+from assistant.config import Settings
+from assistant.embedding import make_embedder
+from assistant.errors import StoreError
+from assistant.models import Assessment, Decision, Paper, Status, StoredPaper, now_utc
+
+PAGE_SIZE = 1000
+META_COLLECTION_SUFFIX = "-meta"
+
+# Paper fields kept in metadata (the abstract lives in the document).
+_PAPER_SCALARS = ("title", "year", "date", "venue", "arxiv_id", "doi", "url")
+_PAPER_LISTS = ("authors", "categories", "sources")
+
+Where = dict[str, Any]
+
+
+@dataclass
+class UpsertReport:
+    """What an upsert did: ids that were new, merged into an existing record, or unchanged."""
+
+    new: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SearchHit:
+    item: StoredPaper
+    distance: float
+
+    @property
+    def similarity(self) -> float:
+        return 1.0 - self.distance
+
+
+def _list_meta(values: Sequence[str]) -> list[str] | None:
+    """Chroma rejects empty list metadata: an empty list is stored as an absent key."""
+    return list(values) if values else None
+
+
+def paper_metadata(paper: Paper) -> dict[str, Any]:
+    meta: dict[str, Any] = {name: getattr(paper, name) for name in _PAPER_SCALARS}
+    for name in _PAPER_LISTS:
+        meta[name] = _list_meta(getattr(paper, name))
+    meta["extra"] = json.dumps(paper.extra, ensure_ascii=False, sort_keys=True) if paper.extra else None
+    return meta
+
+
+def decision_metadata(decision: Decision) -> dict[str, Any]:
+    return {
+        "status": decision.status.value,
+        "starred": decision.starred,
+        "note": decision.note or None,
+        "user_tags": _list_meta(decision.tags),
+        "lists": _list_meta(decision.lists),
+        "decided_at": decision.decided_at.isoformat() if decision.decided_at else None,
+    }
+
+
+def assessment_metadata(assessment: Assessment | None) -> dict[str, Any]:
+    if assessment is None:
+        return {
+            k: None for k in ("assessment", "relevance", "assessed_key", "engine", "tags", "assessed_failed")
+        }
+    return {
+        "assessment": assessment.model_dump_json(),
+        "relevance": float(assessment.relevance),
+        "assessed_key": assessment.key,
+        "engine": assessment.engine,
+        "tags": _list_meta(assessment.tags),
+        "assessed_failed": assessment.failed,
+    }
+
+
+def _paper_from(pid: str, document: str | None, meta: dict[str, Any]) -> Paper:
+    title = str(meta.get("title") or "")
+    doc = document or ""
+    abstract = doc[len(title) + 2 :] if doc.startswith(title + "\n\n") else ""
+    extra = json.loads(meta["extra"]) if meta.get("extra") else {}
+    return Paper(
+        id=pid,
+        title=title or pid,
+        abstract=abstract,
+        authors=list(meta.get("authors") or []),
+        year=meta.get("year"),
+        date=meta.get("date"),
+        venue=meta.get("venue"),
+        categories=list(meta.get("categories") or []),
+        arxiv_id=meta.get("arxiv_id"),
+        doi=meta.get("doi"),
+        url=meta.get("url"),
+        sources=list(meta.get("sources") or []),
+        extra=extra,
+    )
+
+
+def _stored_from(pid: str, document: str | None, meta: dict[str, Any] | None) -> StoredPaper:
+    meta = dict(meta or {})
+    decision = Decision(
+        status=Status(meta.get("status") or Status.NEW),
+        starred=bool(meta.get("starred", False)),
+        note=meta.get("note") or "",
+        tags=list(meta.get("user_tags") or []),
+        lists=list(meta.get("lists") or []),
+        decided_at=datetime.fromisoformat(meta["decided_at"]) if meta.get("decided_at") else None,
+    )
+    assessment = Assessment.model_validate_json(meta["assessment"]) if meta.get("assessment") else None
+    added = datetime.fromisoformat(meta["added_at"]) if meta.get("added_at") else None
+    return StoredPaper(
+        paper=_paper_from(pid, document, meta), decision=decision, assessment=assessment, added_at=added
+    )
+
+
+def _drop_none(meta: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in meta.items() if v is not None}
+
+
+class Store:
+    """Papers in Chroma: upsert with merging, paged reads, semantic search, metadata updates."""
+
+    def __init__(
+        self, client: ClientAPI, collection: Collection, meta: Collection, location: str, embedder: Any
+    ) -> None:
+        self.client = client
+        self.embedder = embedder
+        self.collection = collection
+        self.meta = meta
+        self.location = location
+        self._batch = max(1, min(client.get_max_batch_size(), 1000))
+
+    # -- opening -----------------------------------------------------------------
+
+    @classmethod
+    def open(cls, settings: Settings, embedder: Any | None = None) -> Store:
+        """Open (creating if needed) the store the settings point at."""
+        api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        ef = embedder or make_embedder(settings.embedder, api_key, settings.openai_base_url)
+        location = settings.store_location
+        try:
+            if settings.chroma_url:
+                client = _http_client(settings.chroma_url)
+            else:
+                settings.store.mkdir(parents=True, exist_ok=True)
+                client = chromadb.PersistentClient(
+                    path=str(settings.store.resolve()), settings=_chroma_settings()
+                )
+            collection = client.get_or_create_collection(
+                settings.collection, embedding_function=ef, configuration={"hnsw": {"space": "cosine"}}
+            )
+            meta = client.get_or_create_collection(
+                settings.collection + META_COLLECTION_SUFFIX, embedding_function=None
+            )
+        except (ChromaError, ValueError, OSError) as exc:
+            raise StoreError(f"cannot open the store at {location}: {exc}") from exc
+        except Exception as exc:  # connection errors come from httpx and others
+            if type(exc).__module__.split(".")[0] in ("httpx", "httpcore", "requests", "urllib3"):
+                raise StoreError(f"cannot reach the Chroma server at {location}: {exc}") from exc
+            raise
+        return cls(client, collection, meta, location, ef)
+
+    # -- writing papers ---------------------------------------------------------
+
+    def upsert_papers(self, papers: Iterable[Paper]) -> UpsertReport:
+        """Add new papers, merge records of papers already stored; decisions and assessments survive.
+
+        Only papers whose text changed are (re-)embedded.
+        """
+        incoming: dict[str, Paper] = {}
+        for paper in papers:
+            incoming[paper.id] = incoming[paper.id].merged_with(paper) if paper.id in incoming else paper
+        report = UpsertReport()
+        ids = list(incoming)
+        for start in range(0, len(ids), self._batch):
+            self._upsert_chunk([incoming[i] for i in ids[start : start + self._batch]], report)
+        return report
+
+    def _upsert_chunk(self, papers: list[Paper], report: UpsertReport) -> None:
+        existing = self.collection.get(ids=[p.id for p in papers], include=["documents", "metadatas"])
+        current = {
+            pid: _paper_from(pid, doc, cast(dict[str, Any], meta))
+            for pid, doc, meta in zip(
+                existing["ids"], existing["documents"] or [], existing["metadatas"] or [], strict=True
+            )
+        }
+        added_at = now_utc().isoformat()
+        new = [p for p in papers if p.id not in current]
+        text_changed: list[Paper] = []
+        meta_changed: list[Paper] = []
+        for paper in papers:
+            if paper.id not in current:
+                continue
+            merged = current[paper.id].merged_with(paper)
+            if merged == current[paper.id]:
+                report.unchanged.append(paper.id)
+            elif merged.document != current[paper.id].document:
+                text_changed.append(merged)
+            else:
+                meta_changed.append(merged)
+        if new:
+            self.collection.add(
+                ids=[p.id for p in new],
+                documents=[p.document for p in new],
+                metadatas=[
+                    _drop_none({**paper_metadata(p), **decision_metadata(Decision()), "added_at": added_at})
+                    for p in new
+                ],
+            )
+            report.new.extend(p.id for p in new)
+        if text_changed:
+            self.collection.update(
+                ids=[p.id for p in text_changed],
+                documents=[p.document for p in text_changed],
+                metadatas=[paper_metadata(p) for p in text_changed],
+            )
+        if meta_changed:
+            self.collection.update(
+                ids=[p.id for p in meta_changed],
+                metadatas=[paper_metadata(p) for p in meta_changed],
+            )
+        report.merged.extend(p.id for p in [*text_changed, *meta_changed])
+
+    def embed(self, texts: list[str]) -> list[Any]:
+        """Embed texts with the store's embedder (for queries and agenda topics)."""
+        return list(self.embedder(texts))
+
+    # -- reading ----------------------------------------------------------------
+
+    def get(self, paper_id: str) -> StoredPaper | None:
+        found = self.get_many([paper_id])
+        return found[0] if found else None
+
+    def get_many(self, ids: Sequence[str]) -> list[StoredPaper]:
+        """The stored papers with these ids, in the order given; unknown ids are left out."""
+        by_id: dict[str, StoredPaper] = {}
+        for start in range(0, len(ids), self._batch):
+            res = self.collection.get(
+                ids=list(ids[start : start + self._batch]), include=["documents", "metadatas"]
+            )
+            for pid, doc, meta in zip(
+                res["ids"], res["documents"] or [], res["metadatas"] or [], strict=True
+            ):
+                by_id[pid] = _stored_from(pid, doc, cast(dict[str, Any], meta))
+        return [by_id[i] for i in ids if i in by_id]
+
+    def iter_all(self, where: Where | None = None, page_size: int = PAGE_SIZE) -> Iterator[StoredPaper]:
+        """Every stored paper (matching `where`), read page by page."""
+        offset = 0
+        while True:
+            res = self.collection.get(
+                where=where, limit=page_size, offset=offset, include=["documents", "metadatas"]
+            )
+            for pid, doc, meta in zip(
+                res["ids"], res["documents"] or [], res["metadatas"] or [], strict=True
+            ):
+                yield _stored_from(pid, doc, cast(dict[str, Any], meta))
+            if len(res["ids"]) < page_size:
+                return
+            offset += page_size
+
+    def iter_ids(self, where: Where | None = None, page_size: int = 5000) -> Iterator[str]:
+        offset = 0
+        while True:
+            res = self.collection.get(where=where, limit=page_size, offset=offset, include=[])
+            yield from res["ids"]
+            if len(res["ids"]) < page_size:
+                return
+            offset += page_size
+
+    def embeddings(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vectors of these papers."""
+        out: dict[str, list[float]] = {}
+        for start in range(0, len(ids), self._batch):
+            res = self.collection.get(ids=list(ids[start : start + self._batch]), include=["embeddings"])
+            vectors = res["embeddings"]
+            if vectors is None:
+                continue
+            for pid, vec in zip(res["ids"], vectors, strict=True):
+                out[pid] = list(map(float, vec))
+        return out
+
+    def search(self, text: str, k: int = 10, where: Where | None = None) -> list[SearchHit]:
+        """The k papers nearest in meaning to `text` (optionally filtered by metadata)."""
+        total = self.count()
+        if total == 0:
+            return []
+        res = self.collection.query(
+            query_texts=[text],
+            n_results=min(k, total),
+            where=where,
+            include=["documents", "metadatas", "distances"],
+        )
+        ids = res["ids"][0]
+        docs = (res["documents"] or [[]])[0]
+        metas = (res["metadatas"] or [[]])[0]
+        dists = (res["distances"] or [[]])[0]
+        return [
+            SearchHit(_stored_from(pid, doc, cast(dict[str, Any], meta)), float(dist))
+            for pid, doc, meta, dist in zip(ids, docs, metas, dists, strict=True)
+        ]
+
+    def count(self, where: Where | None = None) -> int:
+        if where is None:
+            return self.collection.count()
+        return sum(1 for _ in self.iter_ids(where))
+
+    def counts_by_status(self) -> dict[Status, int]:
+        return {status: self.count({"status": status.value}) for status in Status}
+
+    # -- updating without re-embedding ---------------------------------------------
+
+    def set_assessment(self, paper_id: str, assessment: Assessment) -> None:
+        self.set_assessments({paper_id: assessment})
+
+    def set_assessments(self, assessments: dict[str, Assessment]) -> None:
+        """Record assessments (metadata only: nothing is re-embedded)."""
+        ids = list(assessments)
+        self._require(ids)
+        for start in range(0, len(ids), self._batch):
+            chunk = ids[start : start + self._batch]
+            self.collection.update(
+                ids=chunk,
+                metadatas=[assessment_metadata(assessments[i]) for i in chunk],
+            )
+
+    def set_decision(self, paper_id: str, decision: Decision) -> None:
+        self._require([paper_id])
+        self.collection.update(ids=[paper_id], metadatas=[decision_metadata(decision)])
+
+    def update_decision(self, paper_id: str, **changes: Any) -> Decision:
+        """Change some fields of a paper's decision and return the new decision."""
+        item = self.get(paper_id)
+        if item is None:
+            raise StoreError(f"no paper with id {paper_id!r} in the store")
+        decision = Decision.model_validate({**item.decision.model_dump(), **changes, "decided_at": now_utc()})
+        self.set_decision(paper_id, decision)
+        return decision
+
+    def _require(self, ids: Sequence[str]) -> None:
+        found = set()
+        for start in range(0, len(ids), self._batch):
+            found.update(self.collection.get(ids=list(ids[start : start + self._batch]), include=[])["ids"])
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise StoreError(f"no paper with id {missing[0]!r} in the store")
+
+    # -- store-wide values -----------------------------------------------------------
+
+    def get_value(self, key: str) -> Any:
+        res = self.meta.get(ids=[key], include=["documents"])
+        docs = res["documents"] or []
+        return json.loads(docs[0]) if docs and docs[0] else None
+
+    def set_value(self, key: str, value: Any) -> None:
+        self.meta.upsert(ids=[key], documents=[json.dumps(value)], embeddings=[[0.0]])  # type: ignore[arg-type]
+
+
+def _http_client(url: str) -> ClientAPI:
+    parsed = urlparse(url if "://" in url else f"http://{url}")
+    if not parsed.hostname:
+        raise StoreError(f"invalid Chroma URL {url!r}: expected e.g. http://127.0.0.1:8000")
+    ssl = parsed.scheme == "https"
+    port = parsed.port or (443 if ssl else 8000)
+    return chromadb.HttpClient(host=parsed.hostname, port=port, ssl=ssl, settings=_chroma_settings())
+
+
+def _chroma_settings() -> ChromaSettings:
+    return ChromaSettings(anonymized_telemetry=False)

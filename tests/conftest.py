@@ -1,0 +1,145 @@
+"""Shared fixtures: isolated user dirs, no network beyond loopback, real stores."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from assistant.config import Settings, load_settings
+from assistant.store import Store
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SAMPLE = Path(__file__).resolve().parents[1] / "assistant" / "data" / "sample_papers.jsonl"
+
+_ENV_VARS = (
+    "TRIAGE_STORE",
+    "TRIAGE_AGENDA",
+    "TRIAGE_CHROMA_URL",
+    "TRIAGE_MODEL",
+    "TRIAGE_CONFIG",
+    "TRIAGE_EMBEDDER",
+    "TRIAGE_COLLECTION",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test runs in its own cwd with an empty HOME and no triage/OpenAI environment."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for var in _ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work
+
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address: object) -> None:
+    if self.family in (socket.AF_INET, socket.AF_INET6):
+        host = address[0] if isinstance(address, tuple) else str(address)
+        if host not in ("127.0.0.1", "::1", "localhost"):
+            raise OSError(f"test tried to reach {host}: only 127.0.0.1 is allowed")
+    _real_connect(self, address)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reaches beyond this machine."""
+    monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real `chroma run` server on a free 127.0.0.1 port, for the whole session."""
+    exe = shutil.which("chroma", path=str(Path(sys.executable).parent)) or shutil.which("chroma")
+    if exe is None:
+        pytest.fail("the 'chroma' executable (from the chromadb package) is not installed")
+    path = tmp_path_factory.mktemp("chroma-server")
+    port = free_port()
+    log = open(path / "server.log", "wb")
+    proc = subprocess.Popen(
+        [exe, "run", "--path", str(path / "data"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as resp:
+                json.load(resp)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"chroma server did not start: {(path / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(params=["embedded", "server"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Settings for an empty store: embedded in tmp_path, or a fresh collection on the server."""
+    if request.param == "server":
+        url = request.getfixturevalue("chroma_server")
+        return load_settings(
+            chroma_url=url, collection=f"papers-{uuid.uuid4().hex[:12]}", store=tmp_path / "unused-store"
+        )
+    return load_settings(store=tmp_path / "store")
+
+
+@pytest.fixture
+def store(settings: Settings) -> Store:
+    return Store.open(settings)
+
+
+@pytest.fixture
+def embedded_settings(tmp_path: Path) -> Settings:
+    return load_settings(store=tmp_path / "store")
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def sample_records(n: int | None = None) -> list[dict[str, object]]:
+    records = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return records[:n] if n else records
+
+
+os.environ.setdefault("COLUMNS", "140")

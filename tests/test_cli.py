@@ -1,0 +1,96 @@
+"""The command line as a user drives it (typer's runner, real store in a temp dir)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from assistant.cli import app
+from conftest import sample_records, write_lines
+
+runner = CliRunner()
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args), env={"COLUMNS": "160"})
+
+
+def test_help_documents_every_command() -> None:
+    result = run("--help")
+    assert result.exit_code == 0
+    for command in ("ingest", "search", "stats", "doctor", "tag", "ranked", "show", "agenda", "init", "demo"):
+        assert command in result.output
+    assert "TRIAGE_STORE" in result.output
+
+
+def test_demo_imports_assesses_and_ranks_offline(isolated: Path) -> None:
+    result = run("demo", "--top", "5")
+    assert result.exit_code == 0, result.output
+    assert (isolated / "agenda.md").exists() and (isolated / "store").is_dir()
+    assert "Top 5 by relevance" in result.output and "offline" in result.output
+    ranked = run("ranked", "--json", "--top", "200")
+    rows = [json.loads(line) for line in ranked.output.splitlines()]
+    assert len(rows) == len(sample_records())
+    relevances = [r["assessment"]["relevance"] for r in rows]
+    assert relevances == sorted(relevances, reverse=True)
+    again = run("tag")
+    assert "up to date" in again.output and again.exit_code == 0
+
+
+def test_ingest_reports_and_exit_status(tmp_path: Path) -> None:
+    good = write_lines(tmp_path / "good.jsonl", [json.dumps(r) for r in sample_records(3)])
+    assert run("ingest", str(good)).exit_code == 0
+    bad = write_lines(
+        tmp_path / "bad.jsonl", [json.dumps({"title": "Fine paper"}), "{oops", json.dumps({"year": 1999})]
+    )
+    result = run("ingest", str(bad))
+    assert result.exit_code == 1
+    assert f"{bad}:2: invalid JSON" in result.output
+    assert f"{bad}:3: record has no title" in result.output
+    assert "Traceback" not in result.output
+    stats = run("stats")
+    assert re.search(r"papers\s+│\s+4 ", stats.output)
+
+
+def test_search_prints_nearest_papers(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "s.jsonl", [json.dumps(r) for r in sample_records()])
+    run("ingest", str(path))
+    result = run("search", "mixture-of-experts routing for multilingual adaptation", "-k", "2")
+    assert result.exit_code == 0
+    assert "Leveraging Routing" in result.output.splitlines()[4]
+
+
+def test_user_mistakes_are_one_line_errors(tmp_path: Path) -> None:
+    result = run("show", "arxiv:0000.00000")
+    assert result.exit_code == 1 and "no paper with id" in result.output and "Traceback" not in result.output
+    result = run("tag")
+    assert result.exit_code == 1 and "triage init" in result.output
+    (tmp_path / "bad.toml").write_text("[[[")
+    result = run("--config", str(tmp_path / "bad.toml"), "stats")
+    assert result.exit_code == 1 and "not a valid TOML" in result.output
+
+
+def test_store_flag_and_env_choose_the_store(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "s.jsonl", [json.dumps(r) for r in sample_records(2)])
+    assert run("--store", str(tmp_path / "elsewhere"), "ingest", str(path)).exit_code == 0
+    assert (tmp_path / "elsewhere").is_dir()
+    result = runner.invoke(
+        app, ["stats"], env={"TRIAGE_STORE": str(tmp_path / "elsewhere"), "COLUMNS": "160"}
+    )
+    assert re.search(r"papers\s+│\s+2 ", result.output)
+
+
+def test_doctor_reports_model_and_llm(isolated: Path) -> None:
+    result = run("doctor")
+    assert result.exit_code == 0, result.output
+    assert "sha256 verified" in result.output and "not configured" in result.output
+
+
+def test_init_writes_an_agenda_that_parses() -> None:
+    assert run("init").exit_code == 0
+    assert run("init").exit_code == 1
+    result = run("agenda")
+    assert "Multilingual" in result.output and "negative" in result.output

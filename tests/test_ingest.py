@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assistant.config import Settings
+from assistant.errors import InputError
+from assistant.ingest import detect_format, ingest_files, parse_file
+from assistant.store import Store
+from conftest import sample_records, write_lines
+
+
+def test_jsonl_with_every_known_field_and_extras(tmp_path: Path) -> None:
+    rec = {
+        "id": "arXiv:2401.01234v2",
+        "title": "A  Title",
+        "abstract": "Text.",
+        "authors": "Ann Lee, Bo Chen",
+        "year": "2024",
+        "date": "2024-01-03",
+        "venue": "ACL",
+        "categories": "cs.CL cs.LG",
+        "doi": "10.1234/ABC",
+        "url": "https://x.org/p",
+        "stars": 5,
+    }
+    _, result = parse_file(write_lines(tmp_path / "p.jsonl", [json.dumps(rec)]))
+    (p,) = result.papers
+    assert p.id == "arxiv:2401.01234"
+    assert (p.title, p.authors, p.year, p.categories) == (
+        "A Title",
+        ["Ann Lee", "Bo Chen"],
+        2024,
+        ["cs.CL", "cs.LG"],
+    )
+    assert (p.doi, p.venue, p.url, p.date) == ("10.1234/abc", "ACL", "https://x.org/p", "2024-01-03")
+    assert p.extra == {"stars": 5}
+    assert p.sources == ["jsonl:p.jsonl"]
+
+
+def test_json_array_and_object_with_papers(tmp_path: Path) -> None:
+    arr = tmp_path / "a.json"
+    arr.write_text(json.dumps([{"title": "One"}, {"title": "Two", "authors": ["X", "Y"]}]))
+    obj = tmp_path / "b.json"
+    obj.write_text(json.dumps({"papers": [{"title": "Three"}]}))
+    assert [p.title for p in parse_file(arr)[1].papers] == ["One", "Two"]
+    assert [p.title for p in parse_file(obj)[1].papers] == ["Three"]
+
+
+def test_bad_lines_are_reported_with_file_and_line_and_the_rest_imports(tmp_path: Path) -> None:
+    path = write_lines(
+        tmp_path / "mixed.jsonl",
+        [
+            json.dumps({"title": "Good one"}),
+            '{"title": "broken", ',
+            json.dumps({"abstract": "no title here"}),
+            "",
+            json.dumps({"title": "Bad year", "year": "soon"}),
+            json.dumps({"title": "Good two", "authors": ["A"]}),
+            json.dumps(["not", "an", "object"]),
+        ],
+    )
+    _, result = parse_file(path)
+    assert [p.title for p in result.papers] == ["Good one", "Good two"]
+    messages = [str(e) for e in result.errors]
+    assert messages[0].startswith(f"{path}:2: invalid JSON")
+    assert messages[1] == f"{path}:3: record has no title"
+    assert messages[2] == f"{path}:5: 'year' must be a number, got 'soon'"
+    assert messages[3].startswith(f"{path}:7: expected an object")
+    assert result.records == 6
+
+
+def test_record_numbers_in_a_json_array(tmp_path: Path) -> None:
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps([{"title": "ok"}, {"title": ""}, {"title": "x", "authors": 3}]))
+    errors = [str(e) for e in parse_file(path)[1].errors]
+    assert errors == [
+        f"{path} (record 2): record has no title",
+        f"{path} (record 3): 'authors' must be a list or text, got int",
+    ]
+
+
+def test_invalid_json_file_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('[\n  {"title": "a"},\n  {"title": }\n]\n')
+    with pytest.raises(InputError, match=r"bad.json:3: invalid JSON"):
+        parse_file(path)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d / "missing.jsonl", "file not found"),
+        (lambda d: d, "is a directory"),
+        (lambda d: (d / "bin.jsonl").write_bytes(b"\xff\xfe\x00bad") and d / "bin.jsonl", "not UTF-8"),
+        (lambda d: (d / "notes.txt").write_text("hello") and d / "notes.txt", "unknown format"),
+    ],
+)
+def test_unreadable_or_unknown_files(tmp_path: Path, make, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError, match=message):
+        parse_file(make(tmp_path))
+
+
+def test_format_is_detected_by_content(tmp_path: Path) -> None:
+    assert detect_format(tmp_path / "x.txt", '{"title": "a"}\n{"title": "b"}\n') == "jsonl"
+    assert detect_format(tmp_path / "x.dat", '[{"title": "a"}]') == "json"
+
+
+def test_ingest_files_reports_per_file_and_skips_bad_files(
+    tmp_path: Path, embedded_settings: Settings
+) -> None:
+    store = Store.open(embedded_settings)
+    good = write_lines(tmp_path / "good.jsonl", [json.dumps(r) for r in sample_records(5)])
+    reports = ingest_files(store, [good, tmp_path / "missing.json", good])
+    assert (reports[0].parsed, reports[0].new) == (5, 5)
+    assert reports[1].error is not None and "file not found" in str(reports[1].error)
+    assert (reports[2].new, reports[2].unchanged) == (0, 5)
+    assert store.count() == 5

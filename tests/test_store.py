@@ -1,0 +1,142 @@
+"""The store contract; every test runs against the embedded store and a real Chroma server."""
+
+from __future__ import annotations
+
+import pytest
+
+from assistant.config import Settings
+from assistant.errors import StoreError
+from assistant.models import Assessment, Paper, Status, TopicScore
+from assistant.store import Store
+
+
+def paper(title: str, abstract: str = "", **kw: object) -> Paper:
+    kw.setdefault("sources", ["test"])
+    return Paper.create(title=title, abstract=abstract, **kw)
+
+
+PAPERS = [
+    paper(
+        "Adapters for low-resource machine translation",
+        "We train small adapter modules per language.",
+        arxiv_id="2401.00001",
+        year=2024,
+        categories=["cs.CL"],
+    ),
+    paper("Protein folding with diffusion models", "Diffusion generates protein backbones.", year=2023),
+    paper(
+        "Attention heads that track syntax",
+        "We probe attention heads for syntactic relations.",
+        doi="10.1234/heads",
+        year=2022,
+    ),
+]
+
+
+def test_upsert_adds_then_reimport_adds_nothing(store: Store) -> None:
+    report = store.upsert_papers(PAPERS)
+    assert sorted(report.new) == sorted(p.id for p in PAPERS)
+    again = store.upsert_papers(PAPERS)
+    assert again.new == [] and again.merged == [] and len(again.unchanged) == 3
+    assert store.count() == 3
+
+
+def test_merge_fills_fields_and_keeps_decision_and_assessment(store: Store) -> None:
+    store.upsert_papers(PAPERS)
+    pid = PAPERS[0].id
+    store.update_decision(pid, status=Status.ACCEPTED, starred=True, note="read first")
+    store.set_assessment(
+        pid,
+        Assessment(
+            engine="offline",
+            relevance=7.5,
+            tags=["adapters"],
+            topics=[TopicScore(topic="A", score=8, reason="r")],
+        ),
+    )
+    richer = paper(
+        "Adapters for Low-Resource Machine Translation",
+        "We train small adapter modules per language, and share them across related languages.",
+        arxiv_id="arXiv:2401.00001v2",
+        venue="ACL",
+        sources=["bib"],
+    )
+    report = store.upsert_papers([richer])
+    assert report.merged == [pid]
+    item = store.get(pid)
+    assert item is not None
+    assert item.paper.venue == "ACL" and "share them" in item.paper.abstract
+    assert item.paper.sources == ["test", "bib"]
+    assert (
+        item.decision.status is Status.ACCEPTED
+        and item.decision.starred
+        and item.decision.note == "read first"
+    )
+    assert item.assessment is not None and item.assessment.relevance == 7.5
+
+
+def test_search_finds_by_meaning_and_respects_filters(store: Store) -> None:
+    store.upsert_papers(PAPERS)
+    hits = store.search("proteins and structural biology", k=2)
+    assert hits[0].item.paper.title.startswith("Protein folding")
+    store.update_decision(PAPERS[2].id, status=Status.REJECTED)
+    filtered = store.search("syntax in transformers", k=3, where={"status": "new"})
+    assert PAPERS[2].id not in [h.item.paper.id for h in filtered]
+    assert store.search("anything", k=5, where={"year": {"$gte": 2024}})[0].item.paper.year == 2024
+
+
+def test_assessment_update_does_not_re_embed(store: Store) -> None:
+    store.upsert_papers(PAPERS)
+    before = store.embeddings([PAPERS[1].id])[PAPERS[1].id]
+    store.set_assessment(PAPERS[1].id, Assessment(engine="offline", relevance=1.0))
+    store.update_decision(PAPERS[1].id, status=Status.MAYBE)
+    assert store.embeddings([PAPERS[1].id])[PAPERS[1].id] == before
+    assert store.get(PAPERS[1].id).assessment.relevance == 1.0  # type: ignore[union-attr]
+
+
+def test_counts_by_status(store: Store) -> None:
+    store.upsert_papers(PAPERS)
+    store.update_decision(PAPERS[0].id, status=Status.ACCEPTED)
+    store.update_decision(PAPERS[1].id, status=Status.MAYBE)
+    counts = store.counts_by_status()
+    assert counts == {Status.NEW: 1, Status.ACCEPTED: 1, Status.REJECTED: 0, Status.MAYBE: 1}
+
+
+def test_iterates_everything_in_pages(store: Store) -> None:
+    many = [paper(f"Paper number {i} on topic {i % 7}") for i in range(45)]
+    store.upsert_papers(many)
+    seen = [item.paper.id for item in store.iter_all(page_size=10)]
+    assert sorted(seen) == sorted(p.id for p in many)
+    assert len(list(store.iter_ids(page_size=7))) == 45
+
+
+def test_get_many_keeps_order_and_skips_unknown(store: Store) -> None:
+    store.upsert_papers(PAPERS)
+    ids = [PAPERS[2].id, "arxiv:0000.00000", PAPERS[0].id]
+    assert [i.paper.id for i in store.get_many(ids)] == [PAPERS[2].id, PAPERS[0].id]
+
+
+def test_unknown_id_is_a_store_error(store: Store) -> None:
+    with pytest.raises(StoreError, match="no paper"):
+        store.update_decision("arxiv:9999.99999", status=Status.ACCEPTED)
+
+
+def test_store_wide_values_round_trip(store: Store) -> None:
+    store.set_value("lists", {"to-read": "weekend"})
+    assert store.get_value("lists") == {"to-read": "weekend"}
+    assert store.get_value("missing") is None
+
+
+def test_reopening_finds_the_same_papers(settings: Settings) -> None:
+    Store.open(settings).upsert_papers(PAPERS)
+    again = Store.open(settings)
+    assert again.count() == 3
+    assert again.search("adapter modules", k=1)[0].item.paper.arxiv_id == "2401.00001"
+
+
+def test_unreachable_server_is_a_clear_error(tmp_path: object) -> None:
+    from assistant.config import load_settings
+    from conftest import free_port
+
+    with pytest.raises(StoreError, match="Chroma server"):
+        Store.open(load_settings(chroma_url=f"http://127.0.0.1:{free_port()}"))
