@@ -27,7 +27,8 @@ from assistant import __version__
 from assistant.agenda import Agenda, example_agenda_text, load_agenda
 from assistant.config import Settings, default_config_path, load_settings
 from assistant.errors import TriageError
-from assistant.ingest import PARSERS, FileReport, ingest_files
+from assistant.ingest import PARSERS, FileReport, ingest_arxiv, ingest_files
+from assistant.ingest.arxiv import ArxivClient
 from assistant.models import Status, StoredPaper
 from assistant.render import ingest_table, papers_table, relevance_bar
 from assistant.store import Store
@@ -164,27 +165,59 @@ def run_ingest(paths: list[Path], fmt: str | None) -> list[FileReport]:
         reports = ingest_files(
             store, paths, fmt, on_progress=lambda n: progress.advance(task, n), on_parsed=parsed
         )
+    print_ingest(reports)
+    return reports
+
+
+def print_ingest(reports: list[FileReport]) -> None:
     console.print(ingest_table(reports))
     for report in reports:
         if report.error:
             err_console.print(f"[red]error:[/red] {escape(str(report.error))}")
         for problem in report.skipped:
             err_console.print(f"[yellow]skipped:[/yellow] {escape(str(problem))}")
-    return reports
 
 
 @app.command()
 @user_errors
 def ingest(
     files: Annotated[
-        list[Path], typer.Argument(help="Files to import (JSON, JSON Lines).", show_default=False)
-    ],
+        list[Path] | None,
+        typer.Argument(
+            help="Files: JSON/JSONL, BibTeX, RIS, CSL-JSON, CSV, arXiv Atom XML, or a copied listing page.",
+            show_default=False,
+        ),
+    ] = None,
     format: Annotated[
         str | None, typer.Option("--format", "-f", help=f"Force the format: {', '.join(PARSERS)}.")
     ] = None,
+    arxiv: Annotated[
+        str | None, typer.Option("--arxiv", help='Query the arXiv API, e.g. "cat:cs.CL AND ti:adapter".')
+    ] = None,
+    arxiv_id: Annotated[
+        list[str] | None, typer.Option("--arxiv-id", help="Fetch these arXiv ids (repeat the option).")
+    ] = None,
+    maximum: Annotated[int, typer.Option("--max", min=1, help="At most this many arXiv results.")] = 100,
 ) -> None:
-    """Import papers from files into the store (duplicates are merged, not added twice)."""
-    reports = run_ingest(files, format)
+    """Import papers into the store; each paper is kept once (same arXiv id, DOI or title merge)."""
+    if not files and not arxiv and not arxiv_id:
+        raise TriageError("nothing to import: name files, or use --arxiv QUERY / --arxiv-id ID")
+    reports = run_ingest(files or [], format) if files else []
+    if arxiv or arxiv_id:
+        settings = state.settings
+        client = ArxivClient(base_url=settings.arxiv_url, delay=settings.arxiv_delay)
+        with _progress() as progress:
+            task = progress.add_task("querying arXiv", total=None)
+            report = ingest_arxiv(
+                state.store,
+                client,
+                arxiv,
+                arxiv_id,
+                maximum if arxiv else max(maximum, len(arxiv_id or [])),
+                on_progress=lambda n: progress.advance(task, n),
+            )
+        print_ingest([report])
+        reports.append(report)
     if any(not r.ok for r in reports):
         raise typer.Exit(1)
 

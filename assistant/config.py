@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     agenda: Path | None = Field(default=None, description="research agenda (Markdown)")
     model: str | None = Field(default=None, description="LLM model name")
     embedder: str = Field(default="minilm-int8", description="minilm-int8 or openai:<model>")
+    arxiv_url: str = Field(default="https://export.arxiv.org/api/query", description="arXiv API endpoint")
+    arxiv_delay: float = Field(default=3.0, ge=0, description="seconds between arXiv API requests")
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("openai_api_key", "OPENAI_API_KEY")
     )

@@ -58,7 +58,7 @@ def normalize_title(title: str) -> str:
 
 def clean_text(value: str) -> str:
     """Collapse runs of whitespace (titles and names must be one line)."""
-    return " ".join(value.split())
+    return " ".join(unicodedata.normalize("NFKC", value).split())
 
 
 def paper_id_for(*, arxiv_id: str | None = None, doi: str | None = None, title: str = "") -> str:

@@ -23,7 +23,7 @@ from chromadb.errors import ChromaError
 from assistant.config import Settings
 from assistant.embedding import make_embedder
 from assistant.errors import StoreError
-from assistant.models import Assessment, Decision, Paper, Status, StoredPaper, now_utc
+from assistant.models import Assessment, Decision, Paper, Status, StoredPaper, normalize_title, now_utc
 
 PAGE_SIZE = 1000
 META_COLLECTION_SUFFIX = "-meta"
@@ -59,8 +59,17 @@ def _list_meta(values: Sequence[str]) -> list[str] | None:
     return list(values) if values else None
 
 
+def title_keys(title_key: str) -> tuple[str, str]:
+    """The first and the last four words of a normalised title: blocks for fuzzy matching."""
+    words = title_key.split()
+    return " ".join(words[:4]), " ".join(words[-4:])
+
+
 def paper_metadata(paper: Paper) -> dict[str, Any]:
     meta: dict[str, Any] = {name: getattr(paper, name) for name in _PAPER_SCALARS}
+    key = normalize_title(paper.title)
+    meta["title_key"] = key
+    meta["title_head"], meta["title_tail"] = title_keys(key)
     for name in _PAPER_LISTS:
         meta[name] = _list_meta(getattr(paper, name))
     meta["extra"] = json.dumps(paper.extra, ensure_ascii=False, sort_keys=True) if paper.extra else None
@@ -244,6 +253,32 @@ class Store:
         """Embed texts with the store's embedder (for queries and agenda topics)."""
         return list(self.embedder(texts))
 
+    def find_known(
+        self, ids: Sequence[str], arxiv_ids: Sequence[str], dois: Sequence[str], keys: Sequence[str]
+    ) -> list[tuple[str, str | None, str | None, str]]:
+        """(id, arxiv_id, doi, title_key) of stored papers that may be one of these, by indexed lookups."""
+        blocks = sorted({b for key in keys for b in title_keys(key)})
+        queries: list[Where] = []
+        for field_name, values in (
+            ("arxiv_id", arxiv_ids),
+            ("doi", dois),
+            ("title_key", keys),
+            ("title_head", blocks),
+            ("title_tail", blocks),
+        ):
+            unique = sorted(set(values))
+            for start in range(0, len(unique), 500):
+                queries.append({field_name: {"$in": unique[start : start + 500]}})
+        found: dict[str, tuple[str, str | None, str | None, str]] = {}
+        results = [self.collection.get(ids=list(dict.fromkeys(ids)), include=["metadatas"])] if ids else []
+        results += [self.collection.get(where=q, include=["metadatas"]) for q in queries]
+        for res in results:
+            for pid, meta in zip(res["ids"], res["metadatas"] or [], strict=True):
+                m = dict(meta or {})
+                key = str(m.get("title_key") or normalize_title(str(m.get("title") or "")))
+                found[pid] = (pid, _opt(m.get("arxiv_id")), _opt(m.get("doi")), key)
+        return list(found.values())
+
     # -- reading ----------------------------------------------------------------
 
     def get(self, paper_id: str) -> StoredPaper | None:
@@ -386,3 +421,7 @@ def _http_client(url: str) -> ClientAPI:
 
 def _chroma_settings() -> ChromaSettings:
     return ChromaSettings(anonymized_telemetry=False)
+
+
+def _opt(value: Any) -> str | None:
+    return str(value) if value else None

@@ -8,14 +8,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from assistant.errors import InputError
+from assistant.ingest.arxiv import ArxivClient, fetch, looks_like_atom, parse_atom
 from assistant.ingest.base import ParseResult
+from assistant.ingest.bibtex import parse_bibtex
+from assistant.ingest.csvfile import parse_csv
+from assistant.ingest.dedupe import resolve
 from assistant.ingest.jsonfile import parse_json, parse_jsonl
+from assistant.ingest.listing import looks_like_listing, parse_listing
+from assistant.ingest.ris import looks_like_ris, parse_ris
+from assistant.models import Paper
 from assistant.store import Store
 
 Parser = Callable[[Path, str], ParseResult]
 
-PARSERS: dict[str, Parser] = {"json": parse_json, "jsonl": parse_jsonl}
-_SUFFIXES = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+PARSERS: dict[str, Parser] = {
+    "json": parse_json,
+    "jsonl": parse_jsonl,
+    "csl-json": parse_json,
+    "bibtex": parse_bibtex,
+    "ris": parse_ris,
+    "csv": parse_csv,
+    "arxiv": parse_atom,
+    "listing": parse_listing,
+}
+_SUFFIXES = {
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".bib": "bibtex",
+    ".bibtex": "bibtex",
+    ".ris": "ris",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".xml": "arxiv",
+    ".atom": "arxiv",
+}
 CHUNK = 256
 
 
@@ -40,16 +67,29 @@ class FileReport:
 
 def detect_format(path: Path, text: str) -> str:
     """The format of a file, from its content first and its name second."""
-    head = text.lstrip()[:1]
+    body = text.lstrip("\ufeff \t\r\n")
+    head = body[:1]
     if head in ("[", "{"):
-        lines = [ln for ln in text.splitlines()[:3] if ln.strip()]
+        lines = [ln for ln in body.splitlines()[:3] if ln.strip()]
         if head == "{" and len(lines) > 1 and lines[1].lstrip().startswith("{"):
             return "jsonl"
-        return _SUFFIXES.get(path.suffix.lower(), "json")
-    if path.suffix.lower() in _SUFFIXES:
-        return _SUFFIXES[path.suffix.lower()]
+        return "jsonl" if _SUFFIXES.get(path.suffix.lower()) == "jsonl" else "json"
+    if head == "@" or "\n@" in body[:5000] and path.suffix.lower() in (".bib", ".bibtex", ".txt", ""):
+        return "bibtex"
+    if looks_like_ris(body):
+        return "ris"
+    if looks_like_atom(body):
+        return "arxiv"
+    suffix = _SUFFIXES.get(path.suffix.lower())
+    if suffix in ("csv", "bibtex", "ris"):
+        return suffix
+    if looks_like_listing(body):
+        return "listing"
+    if suffix:
+        return suffix
     raise InputError(
-        f"unknown format: not JSON or JSON Lines (name the format with --format {'/'.join(PARSERS)})",
+        "unknown format: not JSON, JSON Lines, BibTeX, RIS, CSV, arXiv Atom or a listing page "
+        f"(name the format with --format {'|'.join(PARSERS)})",
         path=path,
     )
 
@@ -98,14 +138,53 @@ def ingest_files(
         report.skipped = result.errors
         if on_parsed:
             on_parsed(path, len(result.papers))
-        for begin in range(0, len(result.papers), CHUNK):
-            chunk = result.papers[begin : begin + CHUNK]
-            upserted = store.upsert_papers(chunk)
-            report.new += len(upserted.new)
-            report.merged += len(upserted.merged)
-            report.unchanged += len(upserted.unchanged)
-            if on_progress:
-                on_progress(len(chunk))
+        store_papers(store, result.papers, report, on_progress)
         report.seconds = time.perf_counter() - start
         reports.append(report)
     return reports
+
+
+def store_papers(
+    store: Store, papers: list[Paper], report: FileReport, on_progress: Callable[[int], None] | None = None
+) -> None:
+    """Deduplicate against the store and upsert, chunk by chunk.
+
+    Counts are per record: `new` made a paper, `merged` added to a paper (stored, or earlier
+    in the same file), `unchanged` told the store nothing it did not know.
+    """
+    for begin in range(0, len(papers), CHUNK):
+        chunk = resolve(store, papers[begin : begin + CHUNK])
+        upserted = store.upsert_papers(chunk)
+        created, changed = set(upserted.new), set(upserted.merged)
+        for paper in chunk:
+            if paper.id in created:
+                created.discard(paper.id)
+                report.new += 1
+            elif paper.id in changed or paper.id in upserted.new:
+                report.merged += 1
+            else:
+                report.unchanged += 1
+        if on_progress:
+            on_progress(len(chunk))
+
+
+def ingest_arxiv(
+    store: Store,
+    client: ArxivClient,
+    query: str | None,
+    ids: list[str] | None,
+    maximum: int,
+    on_progress: Callable[[int], None] | None = None,
+) -> FileReport:
+    """Import the results of an arXiv API query (or a list of arXiv ids)."""
+    label = f"arXiv API: {query}" if query else f"arXiv API: {', '.join(ids or [])}"
+    report = FileReport(path=label, format="arxiv")
+    start = time.perf_counter()
+    result = fetch(client, query, ids, maximum)
+    for paper in result.papers:
+        paper.sources = ["arxiv-api"]
+    report.parsed = result.records
+    report.skipped = result.errors
+    store_papers(store, result.papers, report, on_progress)
+    report.seconds = time.perf_counter() - start
+    return report

@@ -8,6 +8,7 @@ from typing import Any
 
 from assistant.errors import InputError
 from assistant.ingest.base import ParseResult
+from assistant.ingest.csljson import convert
 from assistant.ingest.records import RecordError, record_to_paper
 
 _LIST_KEYS = ("papers", "items", "records", "data", "results")
@@ -28,7 +29,7 @@ def parse_jsonl(path: Path, text: str) -> ParseResult:
             )
             continue
         try:
-            result.papers.append(record_to_paper(record, source))
+            result.papers.append(record_to_paper(convert([record])[0], source))
         except RecordError as exc:
             result.errors.append(InputError(str(exc), path=path, line=lineno))
     return result
@@ -51,7 +52,7 @@ def parse_json(path: Path, text: str) -> ParseResult:
         raise InputError("expected a list of paper records (or an object with a 'papers' list)", path=path)
     result = ParseResult()
     source = f"json:{path.name}"
-    for number, record in enumerate(data, start=1):
+    for number, record in enumerate(convert(data), start=1):
         result.records += 1
         try:
             result.papers.append(record_to_paper(record, source))

@@ -40,11 +40,30 @@ def _text(name: str, value: Any) -> str | None:
     return text or None
 
 
-def _text_list(name: str, value: Any, separators: str) -> list[str]:
+def split_author_string(value: str) -> list[str]:
+    """`A, B and C`, `Last, First; Last2, First2`, `A and B` -> names, `First Last` order."""
+    if ";" in value:
+        parts = value.split(";")
+    elif re.search(r"\sand\s", value):
+        parts = re.split(r",?\s+and\s+", value)
+    else:
+        parts = value.split(",")
+    names = []
+    for part in parts:
+        part = part.strip()
+        if part.count(",") == 1:
+            last, first = (p.strip() for p in part.split(","))
+            part = f"{first} {last}".strip()
+        names.append(part)
+    return names
+
+
+def _text_list(name: str, value: Any, separators: str | None) -> list[str]:
     if value is None:
         return []
+    parts: list[str]
     if isinstance(value, str):
-        parts = re.split(separators, value)
+        parts = split_author_string(value) if separators is None else re.split(separators, value)
     elif isinstance(value, list):
         parts = []
         for item in value:
@@ -111,7 +130,7 @@ def record_to_paper(record: Any, source: str) -> Paper:
         return Paper.create(
             title=title,
             abstract=_text("abstract", record.get("abstract")) or "",
-            authors=_text_list("authors", record.get("authors"), r",|;|\band\b"),
+            authors=_text_list("authors", record.get("authors"), None),
             year=year,
             date=dt,
             venue=_text("venue", record.get("venue")),

@@ -1,0 +1,195 @@
+"""arXiv: Atom XML as the arXiv API returns it, from a file or live from the API.
+
+The live client is polite: one request every `delay` seconds (3 by default, as arXiv asks),
+pages of at most 100 results, retries with exponential backoff on 429 and 5xx (honouring
+Retry-After), and a clear message when the API cannot be reached.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.etree.ElementTree import Element, ParseError
+
+import defusedxml.ElementTree as SafeET
+import httpx
+
+from assistant.errors import InputError, TriageError
+from assistant.ingest.base import ParseResult
+from assistant.ingest.records import RecordError, record_to_paper
+from assistant.models import normalize_arxiv_id
+
+NS = {
+    "atom": "http://www.w3.org/2005/Atom",
+    "arxiv": "http://arxiv.org/schemas/atom",
+    "opensearch": "http://a9.com/-/spec/opensearch/1.1/",
+}
+DEFAULT_API = "https://export.arxiv.org/api/query"
+PAGE = 100
+
+
+def looks_like_atom(text: str) -> bool:
+    head = text.lstrip()[:600]
+    return head.startswith("<") and "http://www.w3.org/2005/Atom" in head
+
+
+def _text(el: Element | None) -> str:
+    return " ".join((el.text or "").split()) if el is not None else ""
+
+
+def entry_to_record(entry: Element) -> dict[str, Any]:
+    raw_id = _text(entry.find("atom:id", NS))
+    record: dict[str, Any] = {
+        "title": _text(entry.find("atom:title", NS)),
+        "abstract": _text(entry.find("atom:summary", NS)),
+        "authors": [_text(a.find("atom:name", NS)) for a in entry.findall("atom:author", NS)],
+        "arxiv_id": raw_id,
+        "url": raw_id or None,
+    }
+    published = _text(entry.find("atom:published", NS))
+    if published:
+        record["date"] = published[:10]
+    updated = _text(entry.find("atom:updated", NS))
+    if updated:
+        record["updated"] = updated[:10]
+    primary = entry.find("arxiv:primary_category", NS)
+    cats = [c.get("term", "") for c in entry.findall("atom:category", NS)]
+    if primary is not None and primary.get("term"):
+        cats = [primary.get("term", ""), *[c for c in cats if c != primary.get("term")]]
+    record["categories"] = [c for c in cats if c]
+    doi = _text(entry.find("arxiv:doi", NS))
+    if doi:
+        record["doi"] = doi
+    journal = _text(entry.find("arxiv:journal_ref", NS))
+    if journal:
+        record["venue"] = journal
+    comment = _text(entry.find("arxiv:comment", NS))
+    if comment:
+        record["comment"] = comment
+    versioned = raw_id.rsplit("/abs/", 1)[-1]
+    if versioned and versioned != normalize_arxiv_id(raw_id):
+        record["arxiv_version"] = versioned
+    return {k: v for k, v in record.items() if v not in (None, "", [])}
+
+
+def parse_feed(text: str) -> Element:
+    """The Atom document; raises ParseError on XML that is not well formed."""
+    root: Element = SafeET.fromstring(text.encode("utf-8"))
+    return root
+
+
+def parse_atom(path: Path, text: str) -> ParseResult:
+    try:
+        root = parse_feed(text)
+    except ParseError as exc:
+        line = exc.position[0] if getattr(exc, "position", None) else None
+        raise InputError(f"not well-formed Atom XML: {exc}", path=path, line=line) from None
+    except Exception as exc:  # defusedxml refuses entities and DTDs
+        raise InputError(f"refused XML: {exc}", path=path) from None
+    result = ParseResult()
+    source = f"arxiv:{path.name}"
+    for number, entry in enumerate(root.findall("atom:entry", NS), start=1):
+        result.records += 1
+        try:
+            record = entry_to_record(entry)
+            if not record.get("arxiv_id") and _text(entry.find("atom:title", NS)) == "Error":
+                raise RecordError(f"the arXiv API returned an error: {record.get('abstract', '')}")
+            result.papers.append(record_to_paper(record, source))
+        except RecordError as exc:
+            result.errors.append(InputError(str(exc), path=path, record=number))
+    return result
+
+
+@dataclass
+class ArxivClient:
+    """A polite client of the arXiv API."""
+
+    base_url: str = DEFAULT_API
+    delay: float = 3.0
+    retries: int = 4
+    timeout: float = 30.0
+    sleep: Callable[[float], None] = time.sleep
+    _last: float = 0.0
+
+    def _get(self, client: httpx.Client, params: dict[str, Any]) -> str:
+        for attempt in range(self.retries + 1):
+            wait = self._last + self.delay - time.monotonic()
+            if wait > 0:
+                self.sleep(wait)
+            self._last = time.monotonic()
+            try:
+                response = client.get(self.base_url, params=params)
+            except httpx.TransportError as exc:
+                if attempt == self.retries:
+                    raise TriageError(
+                        f"cannot reach the arXiv API at {self.base_url} ({type(exc).__name__}); "
+                        "are you offline? Atom files saved from arXiv import with 'triage ingest FILE'."
+                    ) from None
+                self.sleep(self._backoff(attempt, None))
+                continue
+            if response.status_code == 429 or response.status_code >= 500:
+                if attempt == self.retries:
+                    raise TriageError(
+                        f"the arXiv API kept answering HTTP {response.status_code}; try again later"
+                    )
+                self.sleep(self._backoff(attempt, response.headers.get("Retry-After")))
+                continue
+            if response.status_code >= 400:
+                raise TriageError(
+                    f"the arXiv API refused the query (HTTP {response.status_code}): {response.text[:200]}"
+                )
+            return response.text
+        raise AssertionError("unreachable")
+
+    def _backoff(self, attempt: int, retry_after: str | None) -> float:
+        if retry_after:
+            try:
+                return max(float(retry_after), float(self.delay))
+            except ValueError:
+                pass
+        return self.delay * 2.0**attempt
+
+    def pages(
+        self, query: str | None = None, ids: list[str] | None = None, maximum: int = 100
+    ) -> Iterator[str]:
+        """Atom documents, one per page, until `maximum` entries or the end of the results."""
+        with httpx.Client(timeout=self.timeout, headers={"User-Agent": "paper-triage"}) as client:
+            start = 0
+            while start < maximum:
+                size = min(PAGE, maximum - start)
+                params: dict[str, Any] = {"start": start, "max_results": size}
+                if query:
+                    params["search_query"] = query
+                if ids:
+                    params["id_list"] = ",".join(ids)
+                text = self._get(client, params)
+                yield text
+                try:
+                    root = parse_feed(text)
+                except ParseError as exc:
+                    raise TriageError(f"the arXiv API sent a response that is not XML: {exc}") from None
+                entries = len(root.findall("atom:entry", NS))
+                total_el = root.find("opensearch:totalResults", NS)
+                total_text = (total_el.text or "") if total_el is not None else ""
+                total = int(total_text) if total_text.isdigit() else None
+                start += entries
+                if entries < size or (total is not None and start >= total):
+                    return
+
+
+def fetch(client: ArxivClient, query: str | None, ids: list[str] | None, maximum: int) -> ParseResult:
+    """Query the live API and parse every page into one result."""
+    result = ParseResult()
+    label = Path(f"arxiv-api ({query or ','.join(ids or [])})")
+    for page in client.pages(query=query, ids=ids, maximum=maximum):
+        try:
+            part = parse_atom(label, page)
+        except InputError as exc:
+            raise TriageError(str(exc)) from None
+        result.papers.extend(part.papers)
+        result.errors.extend(part.errors)
+        result.records += part.records
+    return result

@@ -1,0 +1,116 @@
+"""One paper, one record, whatever path it came in by (both store backends)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from assistant.ingest import FileReport, ingest_files, store_papers
+from assistant.models import Paper, Status
+from assistant.store import Store
+from conftest import FIXTURES
+
+
+def put(store: Store, *papers: Paper) -> FileReport:
+    report = FileReport(path="test")
+    store_papers(store, list(papers), report)
+    return report
+
+
+ABSTRACT = "We study adapters for transfer across many languages with small parameter budgets."
+
+
+def test_arxiv_versions_doi_and_title_all_land_on_one_record(store: Store) -> None:
+    put(
+        store,
+        Paper.create(title="Adapters for Multilingual Transfer", abstract=ABSTRACT, arxiv_id="2401.01234v1"),
+    )
+    r = put(
+        store,
+        Paper.create(title="Adapters for multilingual transfer", arxiv_id="arXiv:2401.01234v3", venue="ACL"),
+        Paper.create(title="Adapters for Multilingual Transfer.", doi="10.18653/v1/2024.acl-long.7"),
+    )
+    assert (r.new, r.merged + r.unchanged) == (0, 2)
+    (item,) = list(store.iter_all())
+    assert item.paper.id == "arxiv:2401.01234"
+    assert (item.paper.venue, item.paper.doi) == ("ACL", "10.18653/v1/2024.acl-long.7")
+
+
+def test_doi_record_later_found_on_arxiv_keeps_its_id_and_decision(store: Store) -> None:
+    put(store, Paper.create(title="Sparse Mixture Routing", doi="10.1234/smr"))
+    store.update_decision("doi:10.1234/smr", status=Status.ACCEPTED, note="key paper")
+    put(
+        store,
+        Paper.create(
+            title="Sparse Mixture Routing", arxiv_id="2402.00001", doi="10.1234/SMR", abstract=ABSTRACT
+        ),
+    )
+    (item,) = list(store.iter_all())
+    assert item.paper.id == "doi:10.1234/smr" and item.paper.arxiv_id == "2402.00001"
+    assert item.decision.status is Status.ACCEPTED and item.decision.note == "key paper"
+    assert item.paper.abstract == ABSTRACT
+
+
+def test_near_identical_titles_merge_but_similar_ones_stay_apart(store: Store) -> None:
+    put(
+        store,
+        Paper.create(
+            title="BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding"
+        ),
+    )
+    r = put(
+        store,
+        Paper.create(title="BERT: Pretraining of deep bidirectional transformers for language understanding"),
+        Paper.create(
+            title="{BERT}: Pre-training of Deep Bidirectional Transformers for Language Understandings"
+        ),
+        Paper.create(title="BERT: Pre-training of Deep Bidirectional Transformers for Language Generation"),
+    )
+    assert r.new == 1
+    assert store.count() == 2
+
+
+def test_same_title_but_different_arxiv_ids_are_different_papers(store: Store) -> None:
+    put(store, Paper.create(title="Introduction to the Special Issue on Parsing", arxiv_id="2301.00001"))
+    put(store, Paper.create(title="Introduction to the Special Issue on Parsing", arxiv_id="2302.00002"))
+    assert store.count() == 2
+
+
+def test_duplicates_inside_one_batch_are_merged(store: Store) -> None:
+    r = put(
+        store,
+        Paper.create(title="Routing Dynamics in Mixture of Experts", doi="10.5555/rd"),
+        Paper.create(title="Routing dynamics in mixture-of-experts", arxiv_id="2405.00005", doi="10.5555/rd"),
+        Paper.create(title="Routing Dynamics in Mixture of Experts", arxiv_id="2405.00005v2"),
+    )
+    assert r.new == 1 and store.count() == 1
+
+
+def first_blocks(name: str, blocks: int, tmp_path: Path) -> Path:
+    """The head of a search listing page (two lines of navigation, then title/abstract pairs)."""
+    lines = (FIXTURES / "listings" / name).read_text(encoding="utf-8").splitlines()
+    out = tmp_path / name
+    out.write_text("\n".join(lines[: 2 + 2 * blocks]) + "\n", encoding="utf-8")
+    return out
+
+
+def test_three_different_two_heads_papers_and_reimport_adds_nothing(store: Store, tmp_path: Path) -> None:
+    page = first_blocks("hf-papers-heads.txt", 25, tmp_path)
+    (first,) = ingest_files(store, [page])
+    assert first.new == 25 and not first.skipped
+    heads = [i for i in store.iter_all() if i.paper.title.lower().startswith("two heads are better than one")]
+    assert len(heads) == 3
+    (again,) = ingest_files(store, [page])
+    assert (again.new, again.merged, again.unchanged) == (0, 0, 25)
+
+
+def test_the_same_paper_on_two_pages_is_merged(store: Store, tmp_path: Path) -> None:
+    reports = ingest_files(
+        store,
+        [
+            first_blocks("hf-papers-heads.txt", 25, tmp_path),
+            first_blocks("hf-papers-multitask.txt", 25, tmp_path),
+        ],
+    )
+    # "Does Time Have Its Place? ..." is on both pages: merged (its sources grow), not added
+    assert (reports[1].new, reports[1].merged) == (24, 1)
+    assert store.count() == 49
