@@ -50,7 +50,15 @@ def _text(value: Any) -> str:
     return " ".join(_BRACES.sub("", str(value)).split())
 
 
+_LATEX_MARKUP = re.compile(r"[\\$~]|--|``|''")
+_ESCAPED = re.compile(r"\\([%&#_$])")
+
+
 def _decode(value: str) -> str:
+    # Escaped specials (\% \& ...) are the common case in abstracts; the full LaTeX decoder is
+    # slow (milliseconds a field), so it only sees text that still has markup after them.
+    if not _LATEX_MARKUP.search(_ESCAPED.sub("", value)):
+        return _BRACES.sub("", _ESCAPED.sub(r"\1", value))
     try:
         return str(_LATEX.latex_to_text(value))
     except Exception:  # pylatexenc gives up on some damaged input; keep the raw text then
