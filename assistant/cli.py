@@ -32,7 +32,6 @@ from assistant.ingest.arxiv import ArxivClient
 from assistant.models import Status, StoredPaper
 from assistant.render import ingest_table, papers_table, relevance_bar
 from assistant.store import Store
-from assistant.triage.batch import TagReport, tag_offline
 
 app = typer.Typer(
     name="triage",
@@ -262,7 +261,7 @@ def stats() -> None:
         table.add_row(f"  {status.value}", str(n))
     table.add_row("starred", str(store.count({"starred": True})))
     table.add_row("assessed", str(store.count({"relevance": {"$gte": 0}})))
-    table.add_row("  failed", str(store.count({"assessed_failed": True})))
+    table.add_row("failed assessments", str(store.count({"failed_key": {"$ne": ""}})))
     console.print(table)
 
 
@@ -331,42 +330,8 @@ def doctor() -> None:
         raise typer.Exit(1)
 
 
-def run_tag(force: bool, limit: int | None) -> TagReport:
-    agenda = state.agenda()
-    store = state.store
-    with _progress() as progress:
-        task = progress.add_task("assessing (offline)", total=None)
-        report = tag_offline(
-            store,
-            agenda,
-            force=force,
-            limit=limit,
-            on_selected=lambda n: progress.update(task, total=n),
-            on_progress=lambda n: progress.advance(task, n),
-        )
-    if report.assessed == 0:
-        console.print(f"All {report.total} papers are up to date (engine: offline); nothing to assess.")
-    else:
-        rate = report.assessed / report.seconds if report.seconds else 0.0
-        console.print(
-            f"Assessed {report.assessed} papers with the [bold]offline[/bold] engine "
-            f"in {report.seconds:.1f}s ({rate:.0f}/s); {report.up_to_date} were already up to date."
-        )
-    return report
-
-
-@app.command()
-@user_errors
-def tag(
-    force: Annotated[bool, typer.Option("--force", help="Re-assess papers that are up to date.")] = False,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Assess at most N papers.")] = None,
-) -> None:
-    """Assess every paper whose assessment is missing or stale against the agenda."""
-    run_tag(force, limit)
-
-
 def ranked_items(top: int) -> list[StoredPaper]:
-    items = [i for i in state.store.iter_all() if i.assessment and not i.assessment.failed]
+    items = [i for i in state.store.iter_all() if i.assessment]
     items.sort(key=lambda i: (-(i.assessment.relevance if i.assessment else 0.0), -(i.paper.year or 0)))
     return items[:top]
 
@@ -478,7 +443,7 @@ def demo(
     sample = resources.files("assistant") / "data" / "sample_papers.jsonl"
     with resources.as_file(sample) as path:
         run_ingest([path], "jsonl")
-    run_tag(force=False, limit=None)
+    cli_tag.run_offline_tag(force=False, limit=None)
     console.print(
         papers_table(ranked_items(top), f"Top {top} by relevance (offline engine)", width=console.width)
     )
@@ -492,5 +457,7 @@ def entrypoint() -> None:
     app()
 
 
-if __name__ == "__main__":  # pragma: no cover
-    entrypoint()
+# Commands defined in their own modules register themselves on `app` when imported.
+from assistant import cli_tag  # noqa: E402
+
+__all__ = ["app", "cli_tag", "entrypoint"]

@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     embedder: str = Field(default="minilm-int8", description="minilm-int8 or openai:<model>")
     arxiv_url: str = Field(default="https://export.arxiv.org/api/query", description="arXiv API endpoint")
     arxiv_delay: float = Field(default=3.0, ge=0, description="seconds between arXiv API requests")
+    prompts: Path | None = Field(default=None, description="directory overriding the prompt templates")
+    prices: dict[str, list[float]] = Field(
+        default_factory=dict, description="model -> [input, output] USD per million tokens"
+    )
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("openai_api_key", "OPENAI_API_KEY")
     )

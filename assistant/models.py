@@ -180,11 +180,6 @@ class Assessment(BaseModel):
     key: str = ""
     agenda_hash: str = ""
     created_at: datetime = Field(default_factory=now_utc)
-    error: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None
 
 
 class Decision(BaseModel):
@@ -205,3 +200,4 @@ class StoredPaper(BaseModel):
     decision: Decision = Field(default_factory=Decision)
     assessment: Assessment | None = None
     added_at: datetime | None = None
+    failure: tuple[str, str] | None = None  # (cache key, reason) of the last failed assessment

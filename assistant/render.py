@@ -44,7 +44,7 @@ def papers_table(
         if scores is not None:
             score_cell = Text(f"{scores[rank - 1]:.3f}")
         else:
-            score_cell = relevance_bar(a.relevance if a and not a.failed else None, width=5)
+            score_cell = relevance_bar(a.relevance if a else None, width=5)
         title_cell = escape(item.paper.title)
         if item.paper.year:
             title_cell += f" [dim]({item.paper.year})[/dim]"

@@ -59,10 +59,17 @@ def _list_meta(values: Sequence[str]) -> list[str] | None:
     return list(values) if values else None
 
 
+BLOCK_WORDS = 5
+
+
 def title_keys(title_key: str) -> tuple[str, str]:
-    """The first and the last four words of a normalised title: blocks for fuzzy matching."""
+    """The first and the last words of a normalised title: blocks for fuzzy matching.
+
+    Two near-identical titles differ in a few characters, so they share their beginning or
+    their end; five words keep common openings ("large language models are ...") selective.
+    """
     words = title_key.split()
-    return " ".join(words[:4]), " ".join(words[-4:])
+    return " ".join(words[:BLOCK_WORDS]), " ".join(words[-BLOCK_WORDS:])
 
 
 def paper_metadata(paper: Paper) -> dict[str, Any]:
@@ -88,17 +95,17 @@ def decision_metadata(decision: Decision) -> dict[str, Any]:
 
 
 def assessment_metadata(assessment: Assessment | None) -> dict[str, Any]:
+    """An assessment's metadata; writing one clears any recorded failure."""
     if assessment is None:
-        return {
-            k: None for k in ("assessment", "relevance", "assessed_key", "engine", "tags", "assessed_failed")
-        }
+        return {k: None for k in ("assessment", "relevance", "assessed_key", "engine", "tags")}
     return {
         "assessment": assessment.model_dump_json(),
         "relevance": float(assessment.relevance),
         "assessed_key": assessment.key,
         "engine": assessment.engine,
         "tags": _list_meta(assessment.tags),
-        "assessed_failed": assessment.failed,
+        "failed_key": None,
+        "failed_reason": None,
     }
 
 
@@ -136,8 +143,15 @@ def _stored_from(pid: str, document: str | None, meta: dict[str, Any] | None) ->
     )
     assessment = Assessment.model_validate_json(meta["assessment"]) if meta.get("assessment") else None
     added = datetime.fromisoformat(meta["added_at"]) if meta.get("added_at") else None
+    failure = (
+        (str(meta["failed_key"]), str(meta.get("failed_reason") or "")) if meta.get("failed_key") else None
+    )
     return StoredPaper(
-        paper=_paper_from(pid, document, meta), decision=decision, assessment=assessment, added_at=added
+        paper=_paper_from(pid, document, meta),
+        decision=decision,
+        assessment=assessment,
+        added_at=added,
+        failure=failure,
     )
 
 
@@ -377,6 +391,29 @@ class Store:
                 ids=chunk,
                 metadatas=[assessment_metadata(assessments[i]) for i in chunk],
             )
+
+    def set_failures(self, failures: dict[str, tuple[str, str]]) -> None:
+        """Record failed assessments (id -> (cache key, reason)); an earlier assessment is kept."""
+        ids = list(failures)
+        self._require(ids)
+        self.collection.update(
+            ids=ids,
+            metadatas=[{"failed_key": failures[i][0], "failed_reason": failures[i][1][:1000]} for i in ids],
+        )
+
+    def tag_vocabulary(self, limit: int = 200) -> list[str]:
+        """The tags in use, most used first (engine tags and the researcher's own)."""
+        counts: dict[str, int] = {}
+        offset = 0
+        while True:
+            res = self.collection.get(limit=5000, offset=offset, include=["metadatas"])
+            for meta in res["metadatas"] or []:
+                for tag in [*(meta.get("tags") or []), *(meta.get("user_tags") or [])]:  # type: ignore[misc]
+                    counts[str(tag)] = counts.get(str(tag), 0) + 1
+            if len(res["ids"]) < 5000:
+                break
+            offset += 5000
+        return sorted(counts, key=lambda t: (-counts[t], t))[:limit]
 
     def set_decision(self, paper_id: str, decision: Decision) -> None:
         self._require([paper_id])

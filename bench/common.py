@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -26,14 +27,20 @@ def sample_records() -> list[dict[str, Any]]:
 
 
 def varied_records(n: int) -> list[dict[str, Any]]:
-    """n distinct papers: the sample repeated, each copy with its own arXiv id and title."""
+    """n distinct papers: the sample's abstracts, each with its own arXiv id and a title mixed
+    from two sample titles and words of the abstracts, so titles vary at both ends as real
+    ones do (copies of one title would share every fuzzy-matching block)."""
     base = sample_records()
+    vocabulary = sorted({w for r in base for w in str(r["abstract"]).split() if w.isalpha() and len(w) > 4})
+    rng = random.Random(n)
     out = []
     for i in range(n):
         rec = dict(base[i % len(base)])
-        copy = i // len(base)
-        if copy:
-            rec["title"] = f"{rec['title']} (part {copy})"
+        if i >= len(base):
+            a = str(base[rng.randrange(len(base))]["title"]).split()
+            b = str(base[rng.randrange(len(base))]["title"]).split()
+            words = [rng.choice(vocabulary), *a[: len(a) // 2], *b[len(b) // 2 :], rng.choice(vocabulary)]
+            rec["title"] = " ".join(words)
         rec["arxiv_id"] = f"25{i // 100000:02d}.{i % 100000:05d}"
         out.append(rec)
     return out

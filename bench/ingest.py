@@ -57,11 +57,16 @@ def write_bibtex(path: Path, records: list[dict[str, Any]]) -> None:
         authors = " and ".join(
             ", ".join(reversed(a.rsplit(" ", 1))) if " " in a else a for a in r.get("authors", [])
         )
-        entries.append(
-            f"@article{{key{i},\n  title = {{{bib_escape(r['title'])}}},\n  author = {{{bib_escape(authors)}}},\n"
-            f"  year = {{{r.get('year', 2024)}}},\n  eprint = {{{r['arxiv_id']}}},\n  archivePrefix = {{arXiv}},\n"
-            f"  abstract = {{{bib_escape(r.get('abstract', ''))}}}\n}}\n"
-        )
+        fields = {
+            "title": bib_escape(r["title"]),
+            "author": bib_escape(authors),
+            "year": r.get("year", 2024),
+            "eprint": r["arxiv_id"],
+            "archivePrefix": "arXiv",
+            "abstract": bib_escape(r.get("abstract", "")),
+        }
+        body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields.items())
+        entries.append(f"@article{{key{i},\n{body}\n}}\n")
     path.write_text("\n".join(entries), encoding="utf-8")
 
 

@@ -157,7 +157,8 @@ def test_xml_entity_bombs_are_refused(tmp_path: Path) -> None:
 def test_bibtex_escapes_and_latex_mixed(tmp_path: Path) -> None:
     bib = tmp_path / "refs.bib"
     bib.write_text(
-        "@article{a, title={Plain 50\\% and R\\&D}, abstract={We gain 5\\% with \\emph{tiny} models --- cheaply.}}\n",
+        "@article{a, title={Plain 50\\% and R\\&D},\n"
+        "  abstract={We gain 5\\% with \\emph{tiny} models --- cheaply.}}\n",
         encoding="utf-8",
     )
     (p,) = parse_file(bib)[1].papers

@@ -23,6 +23,7 @@ from bm25s.stopwords import STOPWORDS_EN
 
 from assistant.agenda import Agenda, Topic
 from assistant.models import Assessment, TopicScore
+from assistant.triage.scoring import relevance_from
 
 ENGINE = "offline"
 VERSION = "offline-1"
@@ -33,7 +34,6 @@ EMBEDDING_WEIGHT = 0.6
 COSINE_LOW = 0.15
 COSINE_SPAN = 0.45
 TAG_TOPIC_MIN = 6
-NEGATIVE_WEIGHT = 0.5
 SUMMARY_WORDS = 30
 
 _WORD = re.compile(r"[a-z][a-z0-9\-]*[a-z0-9]|[a-z]")
@@ -101,14 +101,6 @@ def _scale_lexical(raw: np.ndarray) -> np.ndarray:
 
 def _scale_cosine(cos: np.ndarray) -> np.ndarray:
     return np.clip((cos - COSINE_LOW) / COSINE_SPAN, 0.0, 1.0)
-
-
-def relevance_from(topics: Sequence[TopicScore], agenda: Agenda) -> float:
-    """Overall relevance: the best topic score, less half the 'Not interested' score."""
-    negative = agenda.negative.name if agenda.negative else None
-    best = max((t.score for t in topics if t.topic != negative), default=0)
-    penalty = next((t.score for t in topics if t.topic == negative), 0)
-    return round(max(0.0, best - NEGATIVE_WEIGHT * penalty), 1)
 
 
 class OfflineEngine:

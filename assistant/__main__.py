@@ -1,0 +1,5 @@
+"""`python -m assistant` runs the triage command line."""
+
+from assistant.cli import entrypoint
+
+entrypoint()

@@ -1,0 +1,270 @@
+"""`triage tag`: the batch assessment command (offline, LLM, or offline-then-LLM cascade)."""
+
+from __future__ import annotations
+
+import asyncio
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from assistant.cli import _progress, app, console, err_console, state, user_errors
+from assistant.errors import ConfigError, TriageError
+from assistant.triage.batch import TagReport, tag_offline
+from assistant.triage.llm import DEFAULT_MODEL, LLMEngine
+from assistant.triage.pricing import cost, price_for
+from assistant.triage.prompts import load_prompts
+from assistant.triage.runner import Plan, RunReport, needs_llm, plan_run, run_plan
+
+
+class Engine(StrEnum):
+    AUTO = "auto"
+    LLM = "llm"
+    OFFLINE = "offline"
+
+
+class Mode(StrEnum):
+    TOOLS = "tools"
+    JSON = "json"
+
+
+def run_offline_tag(force: bool, limit: int | None) -> TagReport:
+    """Assess with the offline engine, with a progress bar and a one-line summary."""
+    agenda = state.agenda()
+    store = state.store
+    with _progress() as progress:
+        task = progress.add_task("assessing (offline)", total=None)
+        report = tag_offline(
+            store,
+            agenda,
+            force=force,
+            limit=limit,
+            on_selected=lambda n: progress.update(task, total=n),
+            on_progress=lambda n: progress.advance(task, n),
+        )
+    if report.assessed == 0:
+        console.print(f"All {report.total} papers are up to date (engine: offline); nothing to assess.")
+    else:
+        rate = report.assessed / report.seconds if report.seconds else 0.0
+        console.print(
+            f"Assessed {report.assessed} papers with the [bold]offline[/bold] engine "
+            f"in {report.seconds:.1f}s ({rate:.0f}/s); {report.up_to_date} were already up to date."
+        )
+    return report
+
+
+def _money(value: float | None) -> str:
+    return "unknown (no price for this model)" if value is None else f"${value:.4f}"
+
+
+def _plan_table(plan: Plan, engine: LLMEngine, per_call: int, price: tuple[float, float] | None) -> Table:
+    table = Table(
+        title=f"Dry run: {engine.model} ({engine.mode} mode)", title_justify="left", show_header=False
+    )
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("papers to assess", str(plan.papers))
+    table.add_row("already up to date", str(plan.up_to_date))
+    table.add_row("failed before (use --retry-failed)", str(plan.skipped_failed))
+    table.add_row(f"LLM calls ({per_call} paper(s) per call)", str(len(plan.groups)))
+    table.add_row("estimated prompt tokens", f"{plan.prompt_tokens:,}")
+    table.add_row("estimated completion tokens", f"{plan.completion_tokens:,}")
+    table.add_row("estimated cost", _money(cost(plan.prompt_tokens, plan.completion_tokens, price)))
+    return table
+
+
+def _summary(report: RunReport) -> Table:
+    title = (
+        "Interrupted"
+        if report.interrupted
+        else "Stopped by the budget"
+        if report.stopped_by_budget
+        else "Done"
+    )
+    table = Table(title=f"{title}: {report.engine} ({report.model})", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    rate = report.done / report.seconds if report.seconds else 0.0
+    table.add_row("assessed", f"{report.done}")
+    table.add_row("failed", f"[red]{report.failed}[/red]" if report.failed else "0")
+    table.add_row("not started", str(report.plan.papers - report.done - report.failed))
+    table.add_row("already up to date", str(report.plan.up_to_date))
+    table.add_row("LLM calls", str(report.calls))
+    table.add_row("tokens (prompt / completion)", f"{report.prompt_tokens:,} / {report.completion_tokens:,}")
+    table.add_row("cost", _money(report.cost))
+    table.add_row("time", f"{report.seconds:.1f}s ({rate:.1f} papers/s)")
+    return table
+
+
+def run_llm_tag(
+    *,
+    model: str,
+    mode: str,
+    concurrency: int,
+    per_call: int,
+    llm_top: int | None,
+    dry_run: bool,
+    budget: float | None,
+    limit: int | None,
+    force: bool,
+    retry_failed: bool,
+) -> RunReport | None:
+    settings = state.settings
+    agenda = state.agenda()
+    prompts = load_prompts(settings.prompts)
+    price = price_for(model, settings.prices)
+    if budget is not None and price is None:
+        raise ConfigError(
+            f"--budget needs the price of {model!r}: add it to the config file, e.g. "
+            f'[prices]\n"{model}" = [0.15, 0.60]  # USD per million input, output tokens'
+        )
+    api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    engine = LLMEngine(
+        agenda, prompts, model=model, base_url=settings.openai_base_url, api_key=api_key, mode=mode
+    )
+    store = state.store
+    only: list[str] | None = None
+    if llm_top is not None:
+        run_offline_tag(force=False, limit=None)
+        candidates = [
+            item
+            for item in store.iter_all()
+            if needs_llm(item, engine.key(item.paper), force=force, retry_failed=retry_failed)
+        ]
+        candidates.sort(key=lambda i: -(i.assessment.relevance if i.assessment else 0.0))
+        only = [i.paper.id for i in candidates[:llm_top]]
+    vocabulary = store.tag_vocabulary()
+    plan = plan_run(
+        store,
+        engine,
+        per_call=per_call,
+        force=force,
+        retry_failed=retry_failed,
+        limit=limit,
+        only=only,
+        vocabulary=vocabulary,
+    )
+    if dry_run:
+        console.print(_plan_table(plan, engine, per_call, price))
+        return None
+    if plan.papers == 0:
+        note = (
+            f"; {plan.skipped_failed} failed before (--retry-failed tries them again)"
+            if plan.skipped_failed
+            else ""
+        )
+        console.print(
+            f"All {plan.up_to_date} papers are up to date (engine: llm, model {model}): 0 LLM calls{note}."
+        )
+        return None
+    report = RunReport(engine="llm", model=model, plan=plan)
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[stats]}"),
+    )
+    with Progress(*columns, console=err_console, transient=True) as progress:
+        task = progress.add_task(f"assessing ({model})", total=plan.papers, rate="", stats="")
+
+        def update(r: RunReport) -> None:
+            rate = (r.done + r.failed) / r.seconds if r.seconds else 0.0
+            progress.update(
+                task,
+                completed=r.done + r.failed,
+                rate=f"{rate:.1f}/s" if rate else "",
+                stats=f"failed {r.failed} · {r.prompt_tokens + r.completion_tokens:,} tok · {_money(r.cost)}",
+            )
+
+        def on_update(r: RunReport) -> None:
+            r.seconds = progress.tasks[0].elapsed or 0.0
+            update(r)
+
+        try:
+            asyncio.run(
+                run_plan(
+                    store,
+                    engine,
+                    plan,
+                    report,
+                    concurrency=concurrency,
+                    budget=budget,
+                    price=price,
+                    vocabulary=vocabulary,
+                    on_update=on_update,
+                )
+            )
+        except KeyboardInterrupt:
+            report.interrupted = True
+    console.print(_summary(report))
+    for paper_id, reason in list(report.failures.items())[:10]:
+        err_console.print(f"[red]failed:[/red] {paper_id}: {escape(reason)}")
+    if len(report.failures) > 10:
+        err_console.print(
+            f"... and {len(report.failures) - 10} more ('triage tag --retry-failed' tries them again)"
+        )
+    if report.interrupted:
+        raise typer.Exit(130)
+    return report
+
+
+@app.command()
+@user_errors
+def tag(
+    engine: Annotated[
+        Engine, typer.Option(help="auto: the LLM when one is configured, else offline.")
+    ] = Engine.AUTO,
+    model: Annotated[
+        str | None, typer.Option(envvar="TRIAGE_MODEL", help=f"LLM model (default {DEFAULT_MODEL}).")
+    ] = None,
+    mode: Annotated[Mode, typer.Option(help="tools, or json for servers without tool calling.")] = Mode.TOOLS,
+    concurrency: Annotated[int, typer.Option(min=1, help="LLM calls in flight at once.")] = 8,
+    papers_per_call: Annotated[int, typer.Option(min=1, max=20, help="Papers assessed in one LLM call.")] = 1,
+    llm_top: Annotated[
+        int | None, typer.Option(min=1, help="Rank everything offline, send only the top N to the LLM.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Estimate calls, tokens and cost; call nothing.")
+    ] = False,
+    budget: Annotated[
+        float | None, typer.Option(min=0, help="Stop starting calls before this many USD.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Assess at most N papers.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Re-assess papers that are up to date.")] = False,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Try failed papers again.")] = False,
+) -> None:
+    """Assess every paper whose assessment is missing or stale against the agenda."""
+    settings = state.settings
+    use_llm = engine is Engine.LLM or (engine is Engine.AUTO and settings.llm_configured)
+    if engine is Engine.LLM and not settings.llm_configured:
+        raise TriageError("--engine llm needs OPENAI_API_KEY and/or OPENAI_BASE_URL (e.g. a local server)")
+    if not use_llm:
+        if llm_top or dry_run or budget is not None:
+            raise TriageError("--llm-top, --dry-run and --budget apply to the LLM engine; none is configured")
+        run_offline_tag(force, limit)
+        return
+    run_llm_tag(
+        model=model or settings.model or DEFAULT_MODEL,
+        mode=mode.value,
+        concurrency=concurrency,
+        per_call=papers_per_call,
+        llm_top=llm_top,
+        dry_run=dry_run,
+        budget=budget,
+        limit=limit,
+        force=force,
+        retry_failed=retry_failed,
+    )

@@ -1,0 +1,229 @@
+"""The LLM engine: any OpenAI-compatible endpoint, via AsyncOpenAI + instructor.
+
+instructor validates each answer against the response model and re-asks on a violation;
+network failures (connection, timeout, 429, 5xx) are retried here with exponential backoff
+and jitter, honouring Retry-After. The client itself never retries (`max_retries=0`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import instructor
+import openai
+from instructor.core import InstructorRetryException
+from pydantic import ValidationError
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from assistant.agenda import Agenda
+from assistant.models import Assessment, Paper, TopicScore
+from assistant.triage.prompts import Prompts
+from assistant.triage.schema import BatchAnswer, PaperAnswer, answers_by_id
+from assistant.triage.scoring import relevance_from
+
+ENGINE = "llm"
+VERSION = "llm-1"
+DEFAULT_MODEL = "gpt-4o-mini"
+REASKS = 2
+NETWORK_ATTEMPTS = 5
+MAX_WAIT = 60.0
+# Failed calls are reported per paper by the batch; instructor's own error log would repeat them.
+logging.getLogger("instructor").setLevel(logging.CRITICAL)
+MODES = {"tools": instructor.Mode.TOOLS, "json": instructor.Mode.JSON}
+
+
+class AssessFailure(Exception):
+    """An assessment that could not be obtained; the reason is recorded with the paper."""
+
+    def __init__(self, reason: str, usage: tuple[int, int] = (0, 0)) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.usage = usage
+
+
+@dataclass
+class CallResult:
+    assessments: dict[str, Assessment]
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def llm_key(document: str, agenda: Agenda, prompts: Prompts, model: str, mode: str) -> str:
+    raw = "\x1f".join([VERSION, agenda.hash, prompts.hash, model, mode, document])
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
+
+
+def paper_block(paper: Paper) -> str:
+    """A paper as data between markers; marker look-alikes inside the text are defused."""
+
+    def safe(text: str) -> str:
+        return text.replace("<<<", "‹‹‹").replace(">>>", "›››")
+
+    lines = [f"<<<PAPER id={paper.id}>>>", f"Title: {safe(paper.title)}"]
+    if paper.authors:
+        lines.append(f"Authors: {safe(', '.join(paper.authors[:12]))}")
+    if paper.venue or paper.year:
+        lines.append(f"Venue: {safe(' '.join(str(x) for x in (paper.venue, paper.year) if x))}")
+    lines.append(f"Abstract: {safe(paper.abstract) if paper.abstract else '(none)'}")
+    lines.append("<<<END PAPER>>>")
+    return "\n".join(lines)
+
+
+def agenda_text(agenda: Agenda) -> str:
+    return "\n".join(f'- "{t.name}": {t.description or t.name}' for t in agenda.topics)
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The underlying API error of an instructor exception."""
+    seen = exc
+    while isinstance(seen, InstructorRetryException) and seen.__cause__ is not None:
+        seen = seen.__cause__
+    return seen
+
+
+def is_transient(exc: BaseException) -> bool:
+    cause = _cause(exc)
+    if isinstance(cause, openai.APIStatusError):
+        return cause.status_code == 429 or cause.status_code >= 500
+    return isinstance(cause, openai.APIConnectionError | openai.APIResponseValidationError)
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
+    cause = _cause(exc) if exc else None
+    response = getattr(cause, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return min(float(value), MAX_WAIT) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _wait(state: RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    hinted = _retry_after(exc)
+    if hinted is not None:
+        return hinted
+    base = min(MAX_WAIT, 0.5 * 2.0 ** (state.attempt_number - 1))
+    return base / 2 + random.uniform(0, base / 2)
+
+
+def _failure_reason(exc: BaseException) -> str:
+    cause = _cause(exc)
+    if isinstance(cause, openai.APIStatusError):
+        return f"HTTP {cause.status_code} from the LLM endpoint: {str(cause.message)[:200]}"
+    if isinstance(cause, openai.APIConnectionError):
+        return f"cannot reach the LLM endpoint: {cause}"
+    if isinstance(cause, ValidationError):
+        text = "; ".join(str(err["msg"]) for err in cause.errors())
+    else:
+        text = " ".join(str(cause).split())
+    return f"invalid answer after {REASKS} re-asks: {text[:300]}"
+
+
+class LLMEngine:
+    """Assesses papers with an LLM; one call covers one paper or a small batch."""
+
+    name = ENGINE
+
+    def __init__(
+        self,
+        agenda: Agenda,
+        prompts: Prompts,
+        *,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        mode: str = "tools",
+        timeout: float = 120.0,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {sorted(MODES)}")
+        self.agenda = agenda
+        self.prompts = prompts
+        self.model = model
+        self.mode = mode
+        self.client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", max_retries=0, timeout=timeout
+        )
+        self.instructor = instructor.from_openai(self.client, mode=MODES[mode])
+        self.sleep: Any = None  # tests may replace tenacity's sleep
+
+    def key(self, paper: Paper) -> str:
+        return llm_key(paper.document, self.agenda, self.prompts, self.model, self.mode)
+
+    def messages(self, papers: Sequence[Paper], vocabulary: Sequence[str]) -> list[dict[str, str]]:
+        count = "paper" if len(papers) == 1 else f"{len(papers)} papers"
+        user = self.prompts.render_assess(
+            agenda=agenda_text(self.agenda),
+            tags=", ".join(vocabulary[:200]) or "(none yet)",
+            count=count,
+            papers="\n\n".join(paper_block(p) for p in papers),
+        )
+        return [{"role": "system", "content": self.prompts.system}, {"role": "user", "content": user}]
+
+    async def assess(self, papers: Sequence[Paper], vocabulary: Sequence[str] = ()) -> CallResult:
+        """Assess the papers in one call (re-asked on invalid answers, retried on network errors)."""
+        ids = [p.id for p in papers]
+        response_model: type[Any] = PaperAnswer if len(papers) == 1 else BatchAnswer
+        context = {"topics": [t.name for t in self.agenda.topics], "paper_ids": ids}
+        messages = self.messages(papers, vocabulary)
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(is_transient),
+            stop=stop_after_attempt(NETWORK_ATTEMPTS),
+            wait=_wait,
+            reraise=True,
+            **({"sleep": self.sleep} if self.sleep else {}),
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    answer, completion = await self.instructor.chat.completions.create_with_completion(
+                        model=self.model,
+                        messages=messages,  # type: ignore[arg-type]
+                        response_model=response_model,
+                        max_retries=REASKS,
+                        context=context,
+                    )
+        except Exception as exc:
+            if isinstance(exc, InstructorRetryException | openai.OpenAIError):
+                raise AssessFailure(_failure_reason(exc), _usage_of(exc)) from exc
+            raise
+        prompt_tokens, completion_tokens = _usage_of(answer, completion)
+        by_id = answers_by_id(answer, ids)
+        out = {pid: self._assessment(by_id[pid], paper) for pid, paper in zip(ids, papers, strict=True)}
+        return CallResult(out, prompt_tokens, completion_tokens)
+
+    def _assessment(self, answer: PaperAnswer, paper: Paper) -> Assessment:
+        by_topic = {t.topic: t for t in answer.topics}
+        topics = [
+            TopicScore(topic=t.name, score=by_topic[t.name].score, reason=by_topic[t.name].reason)
+            for t in self.agenda.topics
+        ]
+        return Assessment(
+            tags=answer.tags,
+            summary=answer.summary,
+            topics=topics,
+            relevance=relevance_from(topics, self.agenda),
+            engine=ENGINE,
+            model=self.model,
+            key=self.key(paper),
+            agenda_hash=self.agenda.hash,
+        )
+
+
+def _usage_of(*objs: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens: instructor's total over re-asks when it has one."""
+    for obj in objs:
+        usage = (
+            getattr(obj, "_total_usage", None)
+            or getattr(obj, "total_usage", None)
+            or getattr(obj, "usage", None)
+        )
+        if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
+            return int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
+    return 0, 0

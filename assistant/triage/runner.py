@@ -1,0 +1,175 @@
+"""`triage tag` with an LLM: concurrent, cached by content, resumable, within a budget.
+
+Each result is written to the store the moment it arrives, so an interrupted run loses at
+most the calls in flight and the next run picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from assistant.models import Paper, StoredPaper
+from assistant.store import Store
+from assistant.triage.llm import AssessFailure, LLMEngine
+from assistant.triage.pricing import cost
+
+# Rough output size of one assessment, for estimates before any call is made.
+OUTPUT_TOKENS_PER_PAPER = 60
+OUTPUT_TOKENS_PER_TOPIC = 30
+SCHEMA_TOKENS = 450  # the response model's JSON schema, sent with every call
+
+
+@dataclass
+class Plan:
+    """What a run would do: the papers to assess, grouped into calls, with estimates."""
+
+    groups: list[list[Paper]]
+    up_to_date: int
+    skipped_failed: int
+    total: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def papers(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+
+@dataclass
+class RunReport:
+    engine: str
+    model: str
+    plan: Plan
+    done: int = 0
+    failed: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = 0.0
+    seconds: float = 0.0
+    stopped_by_budget: bool = False
+    interrupted: bool = False
+    failures: dict[str, str] = field(default_factory=dict)
+
+
+def needs_llm(item: StoredPaper, key: str, *, force: bool, retry_failed: bool) -> bool:
+    if force:
+        return True
+    if item.assessment is not None and item.assessment.key == key:
+        return False
+    return not (item.failure is not None and item.failure[0] == key and not retry_failed)
+
+
+def estimate(engine: LLMEngine, group: Sequence[Paper], vocabulary: Sequence[str]) -> tuple[int, int]:
+    """(prompt, completion) tokens one call is expected to take (4 characters a token)."""
+    chars = sum(len(m["content"]) for m in engine.messages(group, vocabulary))
+    out = len(group) * (OUTPUT_TOKENS_PER_PAPER + OUTPUT_TOKENS_PER_TOPIC * len(engine.agenda.topics))
+    return chars // 4 + SCHEMA_TOKENS, out
+
+
+def plan_run(
+    store: Store,
+    engine: LLMEngine,
+    *,
+    per_call: int = 1,
+    force: bool = False,
+    retry_failed: bool = False,
+    limit: int | None = None,
+    only: Sequence[str] | None = None,
+    vocabulary: Sequence[str] = (),
+) -> Plan:
+    """Select the papers whose LLM assessment is missing or stale (or failed, with retry_failed)."""
+    items = store.get_many(list(only)) if only is not None else list(store.iter_all())
+    todo: list[Paper] = []
+    up_to_date = skipped = 0
+    for item in items:
+        key = engine.key(item.paper)
+        if needs_llm(item, key, force=force, retry_failed=retry_failed):
+            todo.append(item.paper)
+        elif item.assessment is not None and item.assessment.key == key:
+            up_to_date += 1
+        else:
+            skipped += 1
+    if limit is not None:
+        todo = todo[:limit]
+    groups = [todo[i : i + per_call] for i in range(0, len(todo), max(1, per_call))]
+    plan = Plan(groups=groups, up_to_date=up_to_date, skipped_failed=skipped, total=len(items))
+    for group in groups:
+        p, c = estimate(engine, group, vocabulary)
+        plan.prompt_tokens += p
+        plan.completion_tokens += c
+    return plan
+
+
+async def run_plan(
+    store: Store,
+    engine: LLMEngine,
+    plan: Plan,
+    report: RunReport,
+    *,
+    concurrency: int = 8,
+    budget: float | None = None,
+    price: tuple[float, float] | None = None,
+    vocabulary: Sequence[str] = (),
+    on_update: Callable[[RunReport], None] | None = None,
+) -> RunReport:
+    """Run the planned calls; results and failures are stored as each call finishes."""
+    start = time.perf_counter()
+    semaphore = asyncio.Semaphore(max(1, concurrency))
+    committed = 0.0  # estimated cost of calls in flight
+    spent = 0.0
+
+    async def one(group: list[Paper]) -> None:
+        nonlocal committed, spent
+        async with semaphore:
+            expected = cost(*estimate(engine, group, vocabulary), price) or 0.0
+            if budget is not None and spent + committed + expected > budget:
+                report.stopped_by_budget = True
+                return
+            committed += expected
+            try:
+                result = await engine.assess(group, vocabulary)
+            except AssessFailure as failure:
+                committed -= expected
+                failures = {p.id: (engine.key(p), failure.reason) for p in group}
+                await asyncio.to_thread(store.set_failures, failures)
+                report.failed += len(group)
+                report.failures.update({p.id: failure.reason for p in group})
+                _account(report, failure.usage[0], failure.usage[1], price)
+            else:
+                committed -= expected
+                await asyncio.to_thread(store.set_assessments, result.assessments)
+                report.done += len(result.assessments)
+                _account(report, result.prompt_tokens, result.completion_tokens, price)
+            report.calls += 1
+            spent = report.cost or 0.0
+            if on_update:
+                on_update(report)
+
+    tasks = [asyncio.ensure_future(one(group)) for group in plan.groups]
+    try:
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        report.interrupted = True
+        for task in tasks:
+            task.cancel()
+        raise
+    finally:
+        report.seconds = time.perf_counter() - start
+        await engine.client.close()
+    return report
+
+
+def _account(report: RunReport, prompt: int, completion: int, price: tuple[float, float] | None) -> None:
+    report.prompt_tokens += prompt
+    report.completion_tokens += completion
+    call_cost = cost(prompt, completion, price)
+    report.cost = None if call_cost is None or report.cost is None else report.cost + call_cost
+
+
+def calls_for(papers: int, per_call: int) -> int:
+    return math.ceil(papers / max(1, per_call))

@@ -1,0 +1,128 @@
+"""LLM tagging throughput against a fake endpoint with fixed latency and some 429s.
+
+    python bench/tagging.py [--n 200] [--latency 0.3] [--error-rate 0.03] [--concurrency 8]
+
+Rows, all on the same papers in the same run:
+- ours: `triage tag`'s runner at the default concurrency, one paper per call; its throughput
+  as a fraction of the ideal (concurrency / latency). Target >= 0.9.
+- the two patterns peers use: one paper per call sequentially, and at concurrency 3.
+- several papers per call (K=5): tokens per paper against K=1.
+- a second run on the unchanged store: the number of calls (0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from common import ROOT, report, sample_records, timed
+
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fake_llm import FakeLLM  # noqa: E402
+
+from assistant.agenda import example_agenda_text, parse_agenda  # noqa: E402
+from assistant.config import load_settings  # noqa: E402
+from assistant.models import Decision, Paper  # noqa: E402
+from assistant.store import Store, decision_metadata, paper_metadata  # noqa: E402
+from assistant.triage.llm import LLMEngine  # noqa: E402
+from assistant.triage.prompts import load_prompts  # noqa: E402
+from assistant.triage.runner import RunReport, plan_run, run_plan  # noqa: E402
+
+
+def make_store(tmp: str, n: int) -> Store:
+    """n papers from the sample (the runner never reads vectors, so random ones will do)."""
+    store = Store.open(load_settings(store=Path(tmp) / "store"))
+    base = sample_records()
+    papers = []
+    for i in range(n):
+        r = base[i % len(base)]
+        papers.append(Paper.create(title=f"{r['title']} ({i})", abstract=r["abstract"], authors=r["authors"]))
+    metas = [
+        {k: v for k, v in {**paper_metadata(p), **decision_metadata(Decision())}.items() if v is not None}
+        for p in papers
+    ]
+    vecs = np.random.default_rng(0).normal(size=(n, 384)).astype(np.float32)
+    store.collection.add(
+        ids=[p.id for p in papers], documents=[p.document for p in papers], embeddings=vecs, metadatas=metas
+    )  # type: ignore[arg-type]
+    return store
+
+
+def run(store: Store, fake: FakeLLM, concurrency: int, per_call: int, force: bool = True) -> RunReport:
+    agenda = parse_agenda(example_agenda_text())
+    engine = LLMEngine(agenda, load_prompts(), model="gpt-4o-mini", base_url=fake.url, api_key="sk-bench")
+    plan = plan_run(store, engine, per_call=per_call, force=force)
+    result = RunReport(engine="llm", model=engine.model, plan=plan)
+    calls_before = fake.calls
+    asyncio.run(run_plan(store, engine, plan, result, concurrency=concurrency, price=(0.15, 0.60)))
+    result.calls = fake.calls - calls_before  # HTTP requests, retries and re-asks included
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--latency", type=float, default=0.3)
+    parser.add_argument("--error-rate", type=float, default=0.03)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeLLM(latency=args.latency, error_rate=args.error_rate) as fake,
+    ):
+        store = make_store(tmp, args.n)
+        ideal = args.concurrency / args.latency
+        runs = [
+            (f"ours: c={args.concurrency}, K=1", args.concurrency, 1),
+            ("peers: sequential, K=1", 1, 1),
+            ("peers: c=3, K=1", 3, 1),
+            (f"ours: c={args.concurrency}, K=5", args.concurrency, 5),
+        ]
+        rows: list[list[object]] = []
+        results = {}
+        for label, conc, k in runs:
+            seconds, res = timed(lambda conc=conc, k=k: run(store, fake, conc, k))
+            assert res.done == args.n and res.failed == 0, (
+                res.done,
+                res.failed,
+                list(res.failures.items())[:2],
+            )
+            results[label] = (seconds, res)
+        ours_s, ours = results[runs[0][0]]
+        for label, _, _ in runs:
+            seconds, res = results[label]
+            rate = args.n / seconds
+            tokens = (res.prompt_tokens + res.completion_tokens) / args.n
+            rows.append([label, res.calls, seconds, rate, rate / ideal, (args.n / ours_s) / rate, tokens])
+        second = run(store, fake, args.concurrency, 1, force=False)
+        rows.append(["second run (unchanged)", second.calls, second.seconds, "", "", "", ""])
+    extra = {
+        "ideal_papers_per_s": ideal,
+        "fraction_of_ideal": (args.n / ours_s) / ideal,
+        "target": 0.9,
+        "tokens_per_paper_k1": rows[0][6],
+        "tokens_per_paper_k5": rows[3][6],
+        "second_run_calls": second.calls,
+        "latency_s": args.latency,
+        "error_rate": args.error_rate,
+    }
+    report(
+        "tagging",
+        f"{args.n} papers, fake endpoint {args.latency * 1000:.0f} ms, {args.error_rate:.0%} 429s "
+        f"(ideal {ideal:.1f} papers/s)",
+        ["run", "calls", "s", "papers/s", "of ideal", "ours x", "tok/paper"],
+        rows,
+        extra,
+    )
+
+
+if __name__ == "__main__":
+    main()
