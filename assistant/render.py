@@ -38,6 +38,7 @@ def papers_table(
         table.add_column("tags", overflow="fold", ratio=2, style="cyan")
     table.add_column("status", no_wrap=True)
     if wide:
+        table.add_column("by", style="dim", no_wrap=True)
         table.add_column("id", style="dim", no_wrap=True)
     for rank, item in enumerate(items, start=1):
         a = item.assessment
@@ -51,7 +52,8 @@ def papers_table(
         status = item.decision.status.value + (" ★" if item.decision.starred else "")
         if wide:
             tags = ", ".join(a.tags[:4]) if a else ""
-            table.add_row(str(rank), score_cell, title_cell, escape(tags), status, item.paper.id)
+            by = ((a.model if a.engine == "llm" else a.engine) or "") if a else ""
+            table.add_row(str(rank), score_cell, title_cell, escape(tags), status, escape(by), item.paper.id)
         else:
             table.add_row(str(rank), score_cell, f"{title_cell}\n[dim]{item.paper.id}[/dim]", status)
     return table

@@ -1,6 +1,10 @@
 """LLM tagging throughput against a fake endpoint with fixed latency and some 429s.
 
-    python bench/tagging.py [--n 200] [--latency 0.3] [--error-rate 0.03] [--concurrency 8]
+    python bench/tagging.py [--n 1000] [--peer-n 200] [--latency 0.3] [--error-rate 0.03] [--concurrency 8]
+
+The endpoint runs as its own process (tests/fake_llm.py); it answers 429s at once with
+Retry-After: 0.2, as a rate limiter does. The peers' patterns run on the first --peer-n
+papers (they are slow); rates are per paper, so the rows compare.
 
 Rows, all on the same papers in the same run:
 - ours: `triage tag`'s runner at the default concurrency, one paper per call; its throughput
@@ -14,16 +18,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import subprocess
 import sys
 import tempfile
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 from common import ROOT, report, sample_records, timed
-
-sys.path.insert(0, str(ROOT / "tests"))
-
-from fake_llm import FakeLLM  # noqa: E402
 
 from assistant.agenda import example_agenda_text, parse_agenda  # noqa: E402
 from assistant.config import load_settings  # noqa: E402
@@ -53,10 +58,48 @@ def make_store(tmp: str, n: int) -> Store:
     return store
 
 
-def run(store: Store, fake: FakeLLM, concurrency: int, per_call: int, force: bool = True) -> RunReport:
+class Endpoint:
+    """The fake endpoint (tests/fake_llm.py) in a process of its own, as a real one would be."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @property
+    def calls(self) -> int:
+        with urllib.request.urlopen(self.url.removesuffix("/v1") + "/stats", timeout=5) as resp:
+            return int(json.load(resp)["calls"])
+
+
+@contextmanager
+def endpoint(latency: float, error_rate: float) -> Iterator[Endpoint]:
+    cmd = [
+        sys.executable,
+        str(ROOT / "tests" / "fake_llm.py"),
+        "--latency",
+        str(latency),
+        "--error-rate",
+        str(error_rate),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield Endpoint(proc.stdout.readline().strip())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def run(
+    store: Store,
+    fake: Endpoint,
+    concurrency: int,
+    per_call: int,
+    force: bool = True,
+    limit: int | None = None,
+) -> RunReport:
     agenda = parse_agenda(example_agenda_text())
     engine = LLMEngine(agenda, load_prompts(), model="gpt-4o-mini", base_url=fake.url, api_key="sk-bench")
-    plan = plan_run(store, engine, per_call=per_call, force=force)
+    plan = plan_run(store, engine, per_call=per_call, force=force, limit=limit)
     result = RunReport(engine="llm", model=engine.model, plan=plan)
     calls_before = fake.calls
     asyncio.run(run_plan(store, engine, plan, result, concurrency=concurrency, price=(0.15, 0.60)))
@@ -68,7 +111,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--peer-n", type=int, default=200)
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--error-rate", type=float, default=0.03)
     parser.add_argument("--concurrency", type=int, default=8)
@@ -76,37 +120,34 @@ def main() -> None:
 
     with (
         tempfile.TemporaryDirectory() as tmp,
-        FakeLLM(latency=args.latency, error_rate=args.error_rate) as fake,
+        endpoint(args.latency, args.error_rate) as fake,
     ):
         store = make_store(tmp, args.n)
         ideal = args.concurrency / args.latency
         runs = [
-            (f"ours: c={args.concurrency}, K=1", args.concurrency, 1),
-            ("peers: sequential, K=1", 1, 1),
-            ("peers: c=3, K=1", 3, 1),
-            (f"ours: c={args.concurrency}, K=5", args.concurrency, 5),
+            (f"ours: c={args.concurrency}, K=1", args.concurrency, 1, args.n),
+            ("peers: sequential, K=1", 1, 1, args.peer_n),
+            ("peers: c=3, K=1", 3, 1, args.peer_n),
+            (f"ours: c={args.concurrency}, K=5", args.concurrency, 5, args.n),
         ]
         rows: list[list[object]] = []
         results = {}
-        for label, conc, k in runs:
-            seconds, res = timed(lambda conc=conc, k=k: run(store, fake, conc, k))
-            assert res.done == args.n and res.failed == 0, (
-                res.done,
-                res.failed,
-                list(res.failures.items())[:2],
-            )
-            results[label] = (seconds, res)
-        ours_s, ours = results[runs[0][0]]
-        for label, _, _ in runs:
-            seconds, res = results[label]
-            rate = args.n / seconds
-            tokens = (res.prompt_tokens + res.completion_tokens) / args.n
-            rows.append([label, res.calls, seconds, rate, rate / ideal, (args.n / ours_s) / rate, tokens])
+        for label, conc, k, n in runs:
+            seconds, res = timed(lambda conc=conc, k=k, n=n: run(store, fake, conc, k, limit=n))
+            assert res.done == n and res.failed == 0, (res.done, res.failed, list(res.failures.items())[:2])
+            results[label] = (seconds, res, n)
+        ours_s, _, _ = results[runs[0][0]]
+        ours_rate = args.n / ours_s
+        for label, _, _, _ in runs:
+            seconds, res, n = results[label]
+            rate = n / seconds
+            tokens = (res.prompt_tokens + res.completion_tokens) / n
+            rows.append([label, res.calls, seconds, rate, rate / ideal, ours_rate / rate, tokens])
         second = run(store, fake, args.concurrency, 1, force=False)
         rows.append(["second run (unchanged)", second.calls, second.seconds, "", "", "", ""])
     extra = {
         "ideal_papers_per_s": ideal,
-        "fraction_of_ideal": (args.n / ours_s) / ideal,
+        "fraction_of_ideal": ours_rate / ideal,
         "target": 0.9,
         "tokens_per_paper_k1": rows[0][6],
         "tokens_per_paper_k5": rows[3][6],

@@ -118,14 +118,20 @@ class FakeLLM:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def do_GET(self) -> None:  # noqa: N802
+                """GET /stats: the number of requests so far (for a server run as its own process)."""
+                self._send(200, json.dumps({"calls": fake.calls}).encode(), {})
+
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", "0"))
                 request = json.loads(self.rfile.read(length))
                 with fake.lock:
                     fake.requests.append(request)
                 behaviour = fake._next()
+                # Errors come back at once, as a real endpoint's rate limiter answers; only
+                # answers take the model's time.
                 delay = behaviour.latency if behaviour.latency is not None else fake.latency
-                if delay:
+                if delay and (behaviour.status == 200 or behaviour.latency is not None):
                     time.sleep(delay)
                 if behaviour.status != 200:
                     error = {
@@ -174,3 +180,20 @@ def completion_json(request: dict[str, Any], arguments: str) -> dict[str, Any]:
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
         "usage": usage,
     }
+
+
+def main() -> None:
+    """Run the fake as a process of its own: prints its URL, serves until killed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="fake OpenAI-compatible endpoint on 127.0.0.1")
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--error-rate", type=float, default=0.0)
+    args = parser.parse_args()
+    with FakeLLM(latency=args.latency, error_rate=args.error_rate) as fake:
+        print(fake.url, flush=True)
+        fake.thread.join()
+
+
+if __name__ == "__main__":
+    main()

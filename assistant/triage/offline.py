@@ -23,12 +23,12 @@ from bm25s.stopwords import STOPWORDS_EN
 
 from assistant.agenda import Agenda, Topic
 from assistant.models import Assessment, TopicScore
-from assistant.triage.scoring import relevance_from
+from assistant.triage.scoring import relevance_from_scores
 
 ENGINE = "offline"
-VERSION = "offline-1"
+VERSION = "offline-3"
 # Weight of the embedding similarity in a topic score (the rest is lexical).
-EMBEDDING_WEIGHT = 0.6
+EMBEDDING_WEIGHT = 0.7
 # Cosine similarities of MiniLM between a topic and an abstract: below LOW is unrelated,
 # LOW + SPAN and above is as related as it gets.
 COSINE_LOW = 0.15
@@ -112,6 +112,17 @@ class OfflineEngine:
         self.agenda = agenda
         self.topic_vectors = np.asarray(embed([t.text for t in agenda.topics]), dtype=np.float32)
 
+    def components(
+        self, corpus: Corpus, targets: Sequence[str], vectors: Mapping[str, Sequence[float]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(lexical 0..1, cosine) per paper and topic: the two signals the engine mixes."""
+        index = {pid: i for i, pid in enumerate(corpus.ids)}
+        rows = np.array([index[p] for p in targets], dtype=np.int64)
+        lexical = np.stack([_scale_lexical(corpus.scores(t.text))[rows] for t in self.agenda.topics], axis=1)
+        mat = np.asarray([vectors[p] for p in targets], dtype=np.float32).reshape(len(targets), -1)
+        cosine = mat @ self.topic_vectors.T if len(targets) else np.zeros((0, len(self.agenda.topics)))
+        return lexical, cosine
+
     def assess(
         self,
         corpus: Corpus,
@@ -119,12 +130,9 @@ class OfflineEngine:
         vectors: Mapping[str, Sequence[float]],
     ) -> dict[str, Assessment]:
         """Assess the given papers (all of which must be in the corpus)."""
-        index = {pid: i for i, pid in enumerate(corpus.ids)}
-        targets = [pid for pid in documents if pid in index]
-        rows = np.array([index[p] for p in targets], dtype=np.int64)
-        lexical = np.stack([_scale_lexical(corpus.scores(t.text))[rows] for t in self.agenda.topics], axis=1)
-        mat = np.asarray([vectors[p] for p in targets], dtype=np.float32).reshape(len(targets), -1)
-        cosine = mat @ self.topic_vectors.T if len(targets) else np.zeros((0, len(self.agenda.topics)))
+        known = set(corpus.ids)
+        targets = [pid for pid in documents if pid in known]
+        lexical, cosine = self.components(corpus, targets, vectors)
         mixed = EMBEDDING_WEIGHT * _scale_cosine(cosine) + (1 - EMBEDDING_WEIGHT) * lexical
         out: dict[str, Assessment] = {}
         for r, pid in enumerate(targets):
@@ -141,7 +149,12 @@ class OfflineEngine:
                 tags=self._tags(doc, topics, corpus),
                 summary=summarize(doc, corpus),
                 topics=topics,
-                relevance=relevance_from(topics, self.agenda),
+                # From the unrounded topic scores, so that papers do not tie in tens.
+                relevance=relevance_from_scores(
+                    {t.name: 10 * float(mixed[r, j]) for j, t in enumerate(self.agenda.topics)},
+                    self.agenda,
+                    digits=2,
+                ),
                 engine=ENGINE,
                 model=VERSION,
                 key=engine_key(doc, self.agenda),
