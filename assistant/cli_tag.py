@@ -20,11 +20,11 @@ from rich.table import Table
 
 from assistant.cli import _progress, app, console, err_console, state, user_errors
 from assistant.errors import ConfigError, TriageError
-from assistant.triage.batch import TagReport, tag_offline
+from assistant.triage.batch import TagReport, offline_relevance, tag_offline
 from assistant.triage.llm import DEFAULT_MODEL, LLMEngine
 from assistant.triage.pricing import cost, price_for
 from assistant.triage.prompts import load_prompts
-from assistant.triage.runner import Plan, RunReport, needs_llm, plan_run, run_plan
+from assistant.triage.runner import Plan, RunReport, plan_run, run_plan
 
 
 class Engine(StrEnum):
@@ -136,13 +136,8 @@ def run_llm_tag(
     only: list[str] | None = None
     if llm_top is not None:
         run_offline_tag(force=False, limit=None)
-        candidates = [
-            item
-            for item in store.iter_all()
-            if needs_llm(item, engine.key(item.paper), force=force, retry_failed=retry_failed)
-        ]
-        candidates.sort(key=lambda i: -(i.assessment.relevance if i.assessment else 0.0))
-        only = [i.paper.id for i in candidates[:llm_top]]
+        offline = offline_relevance(store, agenda)
+        only = sorted(offline, key=lambda pid: -offline[pid])[:llm_top]
     vocabulary = store.tag_vocabulary()
     plan = plan_run(
         store,

@@ -22,7 +22,7 @@ from assistant.errors import ConfigError
 MODEL_NAME = "all-MiniLM-L6-v2 (int8 ONNX)"
 DIMENSIONS = 384
 DEFAULT_MAX_TOKENS = 256
-DEFAULT_BATCH_SIZE = 32
+DEFAULT_BATCH_SIZE = 8
 
 
 def model_file() -> tuple[Path, str]:

@@ -140,13 +140,19 @@ class Paper(BaseModel):
                 return a
             return b if len(b) > len(a) else a
 
+        def fuller(a: str, b: str) -> str:
+            # The embedded text changes only for a clearly fuller version (a complete abstract
+            # over a truncated one), not for punctuation or LaTeX spelled another way: a new
+            # text means a new embedding and a stale assessment.
+            return b if len(b) > 1.1 * len(a) + 10 else a
+
         def union(a: list[str], b: list[str]) -> list[str]:
             return list(dict.fromkeys([*a, *b]))
 
         return Paper(
             id=self.id,
-            title=richer(self.title, other.title) or self.title,
-            abstract=richer(self.abstract, other.abstract) or "",
+            title=fuller(self.title, other.title),
+            abstract=fuller(self.abstract, other.abstract),
             authors=other.authors if len(other.authors) > len(self.authors) else self.authors,
             year=self.year or other.year,
             date=richer(self.date, other.date),

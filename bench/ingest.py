@@ -235,8 +235,8 @@ def section_variants(count: int) -> None:
 
     rows: list[list[object]] = []
     settings: list[tuple[str, dict[str, int]]] = [
-        ("256 tokens, batch 32, length-sorted, all cores (default)", {"max_tokens": 256, "batch_size": 32}),
-        ("256 tokens, batch 8, length-sorted", {"max_tokens": 256, "batch_size": 8}),
+        ("256 tokens, batch 32, length-sorted, all cores", {"max_tokens": 256, "batch_size": 32}),
+        ("256 tokens, batch 8, length-sorted (default)", {"max_tokens": 256, "batch_size": 8}),
         ("256 tokens, batch 64, length-sorted", {"max_tokens": 256, "batch_size": 64}),
         ("256 tokens, batch 32, 1 thread", {"max_tokens": 256, "batch_size": 32, "threads": 1}),
         ("192 tokens, batch 32, length-sorted", {"max_tokens": 192, "batch_size": 32}),

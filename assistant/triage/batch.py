@@ -40,9 +40,17 @@ def tag_offline(
     keys: dict[str, str] = {}
     for item in store.iter_all():
         documents[item.paper.id] = item.paper.document
-        keys[item.paper.id] = item.assessment.key if item.assessment else ""
+        a = item.assessment
+        if a is not None and a.engine != "offline" and a.agenda_hash == agenda.hash and not force:
+            keys[item.paper.id] = "keep"  # an LLM read it against this agenda: never replace it offline
+        else:
+            keys[item.paper.id] = a.key if a else ""
     report.total = len(documents)
-    todo = [pid for pid, doc in documents.items() if force or keys[pid] != engine_key(doc, agenda)]
+    todo = [
+        pid
+        for pid, doc in documents.items()
+        if keys[pid] != "keep" and (force or keys[pid] != engine_key(doc, agenda))
+    ]
     report.up_to_date = report.total - len(todo)
     if limit is not None:
         todo = todo[:limit]
@@ -63,3 +71,23 @@ def tag_offline(
                 on_progress(len(chunk))
     report.seconds = time.perf_counter() - start
     return report
+
+
+def offline_relevance(store: Store, agenda: Agenda) -> dict[str, float]:
+    """The offline engine's relevance of every paper, computed without storing anything.
+
+    The cascade ranks by it, so its choice of papers for the LLM does not change when some
+    of them already carry the LLM's own assessment.
+    """
+    documents = {item.paper.id: item.paper.document for item in store.iter_all()}
+    if not documents:
+        return {}
+    corpus = Corpus.build(list(documents), list(documents.values()))
+    engine = OfflineEngine(agenda, store.embed)
+    ids = list(documents)
+    out: dict[str, float] = {}
+    for begin in range(0, len(ids), CHUNK * 5):
+        chunk = ids[begin : begin + CHUNK * 5]
+        results = engine.assess(corpus, {pid: documents[pid] for pid in chunk}, store.embeddings(chunk))
+        out.update({pid: a.relevance for pid, a in results.items()})
+    return out
