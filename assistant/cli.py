@@ -261,7 +261,7 @@ def stats() -> None:
         table.add_row(f"  {status.value}", str(n))
     table.add_row("starred", str(store.count({"starred": True})))
     table.add_row("assessed", str(store.count({"relevance": {"$gte": 0}})))
-    table.add_row("failed assessments", str(store.count({"failed_key": {"$ne": ""}})))
+    table.add_row("failed assessments", str(store.count({"failed": True})))
     console.print(table)
 
 

@@ -104,6 +104,7 @@ def assessment_metadata(assessment: Assessment | None) -> dict[str, Any]:
         "assessed_key": assessment.key,
         "engine": assessment.engine,
         "tags": _list_meta(assessment.tags),
+        "failed": None,
         "failed_key": None,
         "failed_reason": None,
     }
@@ -398,7 +399,10 @@ class Store:
         self._require(ids)
         self.collection.update(
             ids=ids,
-            metadatas=[{"failed_key": failures[i][0], "failed_reason": failures[i][1][:1000]} for i in ids],
+            metadatas=[
+                {"failed": True, "failed_key": failures[i][0], "failed_reason": failures[i][1][:1000]}
+                for i in ids
+            ],
         )
 
     def tag_vocabulary(self, limit: int = 200) -> list[str]:

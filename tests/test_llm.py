@@ -201,12 +201,9 @@ def test_second_run_makes_no_calls_and_force_redoes(store: Store, fake: FakeLLM)
 
 
 def test_a_failing_paper_is_recorded_and_the_batch_goes_on(store: Store, fake: FakeLLM) -> None:
-    bad_for_protein: Any = lambda a: a  # noqa: E731
-
     def fail_protein(args: dict[str, Any]) -> dict[str, Any]:
         return {**args, "topics": []} if "protein" in args["summary"] else args
 
-    fake.script = []
     original = fake.answer
     fake.answer = lambda request: fail_protein(original(request))  # type: ignore[method-assign]
     report = run(store, fake, concurrency=2)
@@ -214,11 +211,12 @@ def test_a_failing_paper_is_recorded_and_the_batch_goes_on(store: Store, fake: F
     failed = store.get(PAPERS[3].id)
     assert failed is not None and failed.assessment is None and failed.failure is not None
     assert "missing topics" in failed.failure[1]
+    assert store.count({"failed": True}) == 1
     assert run(store, fake).plan.papers == 0  # failed ones wait for --retry-failed
     fake.answer = original  # type: ignore[method-assign]
     retried = run(store, fake, retry_failed=True)
     assert retried.done == 1 and store.get(PAPERS[3].id).failure is None  # type: ignore[union-attr]
-    del bad_for_protein
+    assert store.count({"failed": True}) == 0
 
 
 def test_budget_stops_starting_new_calls(store: Store, fake: FakeLLM) -> None:
