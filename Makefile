@@ -27,7 +27,8 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy
 
 bench: $(VENV)/.dev
-	$(BIN)/python bench/ingest.py && $(BIN)/python bench/search.py
+	$(BIN)/python bench/ingest.py && $(BIN)/python bench/search.py && \
+	$(BIN)/python bench/tagging.py && $(BIN)/python bench/ranking.py
 
 clean:
 	rm -rf $(VENV) store/chroma.sqlite3 store/*/ agenda.md

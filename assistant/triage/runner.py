@@ -10,7 +10,6 @@ picks up where it stopped.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -215,6 +214,3 @@ def _account(report: RunReport, prompt: int, completion: int, price: tuple[float
     call_cost = cost(prompt, completion, price)
     report.cost = None if call_cost is None or report.cost is None else report.cost + call_cost
 
-
-def calls_for(papers: int, per_call: int) -> int:
-    return math.ceil(papers / max(1, per_call))
