@@ -20,7 +20,7 @@ from rich.table import Table
 
 from assistant.cli import _progress, app, console, err_console, state, user_errors
 from assistant.errors import ConfigError, TriageError
-from assistant.triage.batch import TagReport, offline_relevance, tag_offline
+from assistant.triage.batch import TagReport, tag_offline
 from assistant.triage.llm import DEFAULT_MODEL, LLMEngine
 from assistant.triage.pricing import cost, price_for
 from assistant.triage.prompts import load_prompts
@@ -38,7 +38,7 @@ class Mode(StrEnum):
     JSON = "json"
 
 
-def run_offline_tag(force: bool, limit: int | None) -> TagReport:
+def run_offline_tag(force: bool, limit: int | None, rank_all: bool = False) -> TagReport:
     """Assess with the offline engine, with a progress bar and a one-line summary."""
     agenda = state.agenda()
     store = state.store
@@ -51,6 +51,7 @@ def run_offline_tag(force: bool, limit: int | None) -> TagReport:
             limit=limit,
             on_selected=lambda n: progress.update(task, total=n),
             on_progress=lambda n: progress.advance(task, n),
+            rank_all=rank_all,
         )
     if report.assessed == 0:
         console.print(f"All {report.total} papers are up to date (engine: offline); nothing to assess.")
@@ -135,8 +136,9 @@ def run_llm_tag(
     store = state.store
     only: list[str] | None = None
     if llm_top is not None:
-        run_offline_tag(force=False, limit=None)
-        offline = offline_relevance(store, agenda)
+        # Rank by offline relevance computed in the same pass, so the choice of papers does
+        # not change once some of them carry the LLM's own assessment.
+        offline = run_offline_tag(force=False, limit=None, rank_all=True).relevance
         only = sorted(offline, key=lambda pid: -offline[pid])[:llm_top]
     vocabulary = store.tag_vocabulary()
     plan = plan_run(

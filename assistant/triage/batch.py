@@ -22,6 +22,8 @@ class TagReport:
     up_to_date: int = 0
     seconds: float = 0.0
     ids: list[str] = field(default_factory=list)
+    # With rank_all: the offline relevance of every paper, stored or not (for the cascade).
+    relevance: dict[str, float] = field(default_factory=dict)
 
 
 def tag_offline(
@@ -32,8 +34,13 @@ def tag_offline(
     limit: int | None = None,
     on_selected: Callable[[int], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    rank_all: bool = False,
 ) -> TagReport:
-    """Assess with the offline engine the papers that need it; results are stored chunk by chunk."""
+    """Assess with the offline engine the papers that need it; results are stored chunk by chunk.
+
+    With rank_all, every paper is scored in the same pass (only those that need it are
+    stored) and the report carries each paper's offline relevance.
+    """
     start = time.perf_counter()
     report = TagReport(engine="offline")
     documents: dict[str, str] = {}
@@ -57,37 +64,22 @@ def tag_offline(
     report.selected = len(todo)
     if on_selected:
         on_selected(len(todo))
-    if todo:
+    wanted = set(todo)
+    score = list(documents) if rank_all else todo
+    if score:
         corpus = Corpus.build(list(documents), list(documents.values()))
         engine = OfflineEngine(agenda, store.embed)
-        for begin in range(0, len(todo), CHUNK):
-            chunk = todo[begin : begin + CHUNK]
-            vectors = store.embeddings(chunk)
-            results = engine.assess(corpus, {pid: documents[pid] for pid in chunk}, vectors)
-            store.set_assessments(results)
-            report.assessed += len(results)
-            report.ids.extend(results)
-            if on_progress:
-                on_progress(len(chunk))
+        for begin in range(0, len(score), CHUNK):
+            chunk = score[begin : begin + CHUNK]
+            results = engine.assess(corpus, {pid: documents[pid] for pid in chunk}, store.embeddings(chunk))
+            if rank_all:
+                report.relevance.update({pid: a.relevance for pid, a in results.items()})
+            stored = {pid: a for pid, a in results.items() if pid in wanted}
+            if stored:
+                store.set_assessments(stored)
+                report.assessed += len(stored)
+                report.ids.extend(stored)
+                if on_progress:
+                    on_progress(len(stored))
     report.seconds = time.perf_counter() - start
     return report
-
-
-def offline_relevance(store: Store, agenda: Agenda) -> dict[str, float]:
-    """The offline engine's relevance of every paper, computed without storing anything.
-
-    The cascade ranks by it, so its choice of papers for the LLM does not change when some
-    of them already carry the LLM's own assessment.
-    """
-    documents = {item.paper.id: item.paper.document for item in store.iter_all()}
-    if not documents:
-        return {}
-    corpus = Corpus.build(list(documents), list(documents.values()))
-    engine = OfflineEngine(agenda, store.embed)
-    ids = list(documents)
-    out: dict[str, float] = {}
-    for begin in range(0, len(ids), CHUNK * 5):
-        chunk = ids[begin : begin + CHUNK * 5]
-        results = engine.assess(corpus, {pid: documents[pid] for pid in chunk}, store.embeddings(chunk))
-        out.update({pid: a.relevance for pid, a in results.items()})
-    return out

@@ -213,4 +213,3 @@ def _account(report: RunReport, prompt: int, completion: int, price: tuple[float
     report.completion_tokens += completion
     call_cost = cost(prompt, completion, price)
     report.cost = None if call_cost is None or report.cost is None else report.cost + call_cost
-
