@@ -140,13 +140,15 @@ def main(
     state._store = None
 
 
-def _progress() -> Progress:
+def _progress(*fields: str) -> Progress:
+    """A transient progress bar on stderr; `fields` names extra task fields shown as text."""
     return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
+        *(TextColumn(f"{{task.fields[{name}]}}") for name in fields),
         console=err_console,
         transient=True,
     )

@@ -8,14 +8,6 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from assistant.cli import _progress, app, console, err_console, state, user_errors
@@ -165,16 +157,7 @@ def run_llm_tag(
         )
         return None
     report = RunReport(engine="llm", model=model, plan=plan)
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[stats]}"),
-    )
-    with Progress(*columns, console=err_console, transient=True) as progress:
+    with _progress("rate", "stats") as progress:
         task = progress.add_task(f"assessing ({model})", total=plan.papers, rate="", stats="")
 
         def update(r: RunReport) -> None:

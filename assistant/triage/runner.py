@@ -34,12 +34,19 @@ class Plan:
     up_to_date: int
     skipped_failed: int
     total: int
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    estimates: list[tuple[int, int]] = field(default_factory=list)  # (prompt, completion) per group
 
     @property
     def papers(self) -> int:
         return sum(len(g) for g in self.groups)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(p for p, _ in self.estimates)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c for _, c in self.estimates)
 
 
 @dataclass
@@ -140,12 +147,13 @@ def plan_run(
     if limit is not None:
         todo = todo[:limit]
     groups = [todo[i : i + per_call] for i in range(0, len(todo), max(1, per_call))]
-    plan = Plan(groups=groups, up_to_date=up_to_date, skipped_failed=skipped, total=len(items))
-    for group in groups:
-        p, c = estimate(engine, group, vocabulary)
-        plan.prompt_tokens += p
-        plan.completion_tokens += c
-    return plan
+    return Plan(
+        groups=groups,
+        up_to_date=up_to_date,
+        skipped_failed=skipped,
+        total=len(items),
+        estimates=[estimate(engine, group, vocabulary) for group in groups],
+    )
 
 
 async def run_plan(
@@ -167,10 +175,10 @@ async def run_plan(
     committed = 0.0  # estimated cost of calls in flight
     spent = 0.0
 
-    async def one(group: list[Paper]) -> None:
+    async def one(group: list[Paper], planned: tuple[int, int]) -> None:
         nonlocal committed, spent
         async with semaphore:
-            expected = cost(*estimate(engine, group, vocabulary), price) or 0.0
+            expected = cost(*planned, price) or 0.0
             if budget is not None and spent + committed + expected > budget:
                 report.stopped_by_budget = True
                 return
@@ -193,7 +201,7 @@ async def run_plan(
             if on_update:
                 on_update(report)
 
-    tasks = [asyncio.ensure_future(one(group)) for group in plan.groups]
+    tasks = [asyncio.ensure_future(one(g, e)) for g, e in zip(plan.groups, plan.estimates, strict=True)]
     try:
         await asyncio.gather(*tasks)
         await writer.close()
