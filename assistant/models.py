@@ -123,6 +123,15 @@ class Paper(BaseModel):
         return f"{self.title}\n\n{self.abstract}" if self.abstract else self.title
 
     @property
+    def day(self) -> int | None:
+        """The paper's date as a sortable number, yyyymmdd (a year alone counts as its 1 January)."""
+        if self.date and re.match(r"^\d{4}-\d{2}-\d{2}", self.date):
+            return int(self.date[:10].replace("-", ""))
+        if self.year:
+            return self.year * 10000 + 101
+        return None
+
+    @property
     def link(self) -> str | None:
         if self.arxiv_id:
             return f"https://arxiv.org/abs/{self.arxiv_id}"

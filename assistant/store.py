@@ -8,6 +8,7 @@ A second small collection holds what is not per paper (store-wide settings).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -80,11 +81,14 @@ def paper_metadata(paper: Paper) -> dict[str, Any]:
     for name in _PAPER_LISTS:
         meta[name] = _list_meta(getattr(paper, name))
     meta["extra"] = json.dumps(paper.extra, ensure_ascii=False, sort_keys=True) if paper.extra else None
+    meta["day"] = paper.day
+    meta["touched"] = time.time()
     return meta
 
 
 def decision_metadata(decision: Decision) -> dict[str, Any]:
     return {
+        "touched": time.time(),
         "status": decision.status.value,
         "starred": decision.starred,
         "note": decision.note or None,
@@ -97,8 +101,10 @@ def decision_metadata(decision: Decision) -> dict[str, Any]:
 def assessment_metadata(assessment: Assessment | None) -> dict[str, Any]:
     """An assessment's metadata; writing one clears any recorded failure."""
     if assessment is None:
-        return {k: None for k in ("assessment", "relevance", "assessed_key", "engine", "tags")}
+        cleared = ("assessment", "relevance", "assessed_key", "engine", "tags")
+        return {**dict.fromkeys(cleared), "touched": time.time()}
     return {
+        "touched": time.time(),
         "assessment": assessment.model_dump_json(),
         "relevance": float(assessment.relevance),
         "assessed_key": assessment.key,
@@ -328,6 +334,24 @@ class Store:
                 return
             offset += page_size
 
+    def iter_metadata(
+        self, where: Where | None = None, page_size: int = 500
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(id, raw metadata) of every paper (matching `where`), page by page, without documents."""
+        offset = 0
+        while True:
+            res = self.collection.get(where=where, limit=page_size, offset=offset, include=["metadatas"])
+            for pid, meta in zip(res["ids"], res["metadatas"] or [], strict=True):
+                yield pid, dict(meta or {})
+            if len(res["ids"]) < page_size:
+                return
+            offset += page_size
+
+    def metadata(self, ids: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+        """(id, raw metadata) of these papers; unknown ids are left out."""
+        res = self.collection.get(ids=list(ids), include=["metadatas"])
+        return [(pid, dict(meta or {})) for pid, meta in zip(res["ids"], res["metadatas"] or [], strict=True)]
+
     def iter_ids(self, where: Where | None = None, page_size: int = 5000) -> Iterator[str]:
         offset = 0
         while True:
@@ -354,20 +378,28 @@ class Store:
         total = self.count()
         if total == 0:
             return []
-        res = self.collection.query(
-            query_texts=[text],
-            n_results=min(k, total),
-            where=where,
-            include=["documents", "metadatas", "distances"],
+        return _hits(
+            self.collection.query(
+                query_texts=[text],
+                n_results=min(k, total),
+                where=where,
+                include=["documents", "metadatas", "distances"],
+            )
         )
-        ids = res["ids"][0]
-        docs = (res["documents"] or [[]])[0]
-        metas = (res["metadatas"] or [[]])[0]
-        dists = (res["distances"] or [[]])[0]
-        return [
-            SearchHit(_stored_from(pid, doc, cast(dict[str, Any], meta)), float(dist))
-            for pid, doc, meta, dist in zip(ids, docs, metas, dists, strict=True)
-        ]
+
+    def neighbours(self, paper_id: str, k: int = 20) -> list[SearchHit]:
+        """The k papers nearest in meaning to a stored paper (itself left out)."""
+        vectors = self.embeddings([paper_id])
+        if paper_id not in vectors:
+            raise StoreError(f"no paper with id {paper_id!r} in the store")
+        hits = _hits(
+            self.collection.query(
+                query_embeddings=[vectors[paper_id]],  # type: ignore[arg-type]
+                n_results=min(k + 1, self.count()),
+                include=["documents", "metadatas", "distances"],
+            )
+        )
+        return [h for h in hits if h.item.paper.id != paper_id][:k]
 
     def count(self, where: Where | None = None) -> int:
         if where is None:
@@ -400,7 +432,12 @@ class Store:
         self.collection.update(
             ids=ids,
             metadatas=[
-                {"failed": True, "failed_key": failures[i][0], "failed_reason": failures[i][1][:1000]}
+                {
+                    "failed": True,
+                    "failed_key": failures[i][0],
+                    "failed_reason": failures[i][1][:1000],
+                    "touched": time.time(),
+                }
                 for i in ids
             ],
         )
@@ -432,6 +469,22 @@ class Store:
         self.set_decision(paper_id, decision)
         return decision
 
+    def set_memberships(self, lists: dict[str, list[str]]) -> None:
+        """Set which reading lists each of these papers is in (only that field is written)."""
+        ids = list(lists)
+        self._require(ids)
+        stamp = time.time()
+        for start in range(0, len(ids), self._batch):
+            chunk = ids[start : start + self._batch]
+            self.collection.update(
+                ids=chunk,
+                metadatas=[{"lists": _list_meta(lists[i]), "touched": stamp} for i in chunk],  # type: ignore[dict-item]
+            )
+
+    def changed_since(self, stamp: float) -> list[tuple[str, dict[str, Any]]]:
+        """(id, metadata) of papers added or written after `stamp` (seconds since the epoch)."""
+        return list(self.iter_metadata({"touched": {"$gt": stamp}}))
+
     def _require(self, ids: Sequence[str]) -> None:
         found = set()
         for start in range(0, len(ids), self._batch):
@@ -449,6 +502,20 @@ class Store:
 
     def set_value(self, key: str, value: Any) -> None:
         self.meta.upsert(ids=[key], documents=[json.dumps(value)], embeddings=[[0.0]])  # type: ignore[arg-type]
+
+
+def _hits(res: Any) -> list[SearchHit]:
+    """A one-query Chroma result as search hits, nearest first."""
+    return [
+        SearchHit(_stored_from(pid, doc, cast(dict[str, Any], meta)), float(dist))
+        for pid, doc, meta, dist in zip(
+            res["ids"][0],
+            (res["documents"] or [[]])[0],
+            (res["metadatas"] or [[]])[0],
+            (res["distances"] or [[]])[0],
+            strict=True,
+        )
+    ]
 
 
 def _http_client(url: str) -> ClientAPI:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from assistant.agenda import Agenda
@@ -35,11 +35,13 @@ def tag_offline(
     on_selected: Callable[[int], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
     rank_all: bool = False,
+    only: Collection[str] | None = None,
 ) -> TagReport:
     """Assess with the offline engine the papers that need it; results are stored chunk by chunk.
 
     With rank_all, every paper is scored in the same pass (only those that need it are
-    stored) and the report carries each paper's offline relevance.
+    stored) and the report carries each paper's offline relevance. With only, just those
+    papers are candidates (the whole store still makes the lexical statistics).
     """
     start = time.perf_counter()
     report = TagReport(engine="offline")
@@ -56,7 +58,9 @@ def tag_offline(
     todo = [
         pid
         for pid, doc in documents.items()
-        if keys[pid] != "keep" and (force or keys[pid] != engine_key(doc, agenda))
+        if keys[pid] != "keep"
+        and (only is None or pid in only)
+        and (force or keys[pid] != engine_key(doc, agenda))
     ]
     report.up_to_date = report.total - len(todo)
     if limit is not None:

@@ -1,0 +1,75 @@
+"""Assess chosen papers with the configured engine: what the review screen runs in the background."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from assistant.agenda import Agenda
+from assistant.config import Settings
+from assistant.store import Store
+from assistant.triage.batch import tag_offline
+from assistant.triage.llm import DEFAULT_MODEL, LLMEngine
+from assistant.triage.pricing import price_for
+from assistant.triage.prompts import load_prompts
+from assistant.triage.runner import RunReport, plan_run, run_plan
+
+
+@dataclass
+class AssessOutcome:
+    engine: str
+    assessed: int
+    failed: int
+    up_to_date: int
+    failures: dict[str, str]
+
+
+def assess_papers(
+    store: Store,
+    settings: Settings,
+    agenda: Agenda,
+    ids: Sequence[str],
+    *,
+    force: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> AssessOutcome:
+    """Assess these papers (all of them with force, else those missing or stale) with the LLM
+    when one is configured, else offline; results are stored as they come."""
+    total = len(ids)
+    if not settings.llm_configured:
+        done = 0
+
+        def advance(n: int) -> None:
+            nonlocal done
+            done += n
+            if on_progress:
+                on_progress(done, total)
+
+        report = tag_offline(store, agenda, force=force, only=set(ids), on_progress=advance)
+        return AssessOutcome("offline", report.assessed, 0, total - report.selected, {})
+    model = settings.model or DEFAULT_MODEL
+    api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    engine = LLMEngine(
+        agenda,
+        load_prompts(settings.prompts),
+        model=model,
+        base_url=settings.openai_base_url,
+        api_key=api_key,
+    )
+    vocabulary = store.tag_vocabulary()
+    plan = plan_run(store, engine, force=force, retry_failed=True, only=ids, vocabulary=vocabulary)
+    run = RunReport(engine="llm", model=model, plan=plan)
+    if plan.papers:
+        asyncio.run(
+            run_plan(
+                store,
+                engine,
+                plan,
+                run,
+                price=price_for(model, settings.prices),
+                vocabulary=vocabulary,
+                on_update=lambda r: on_progress(r.done + r.failed, total) if on_progress else None,
+            )
+        )
+    return AssessOutcome(f"llm ({model})", run.done, run.failed, plan.up_to_date, dict(run.failures))
