@@ -1,0 +1,625 @@
+"""`triage review`: the keyboard-first review UI over the ranked queue."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual.worker import Worker, WorkerState
+
+from assistant.agenda import Agenda
+from assistant.config import Settings
+from assistant.index import REFRESH_OVERLAP, QueueIndex, Row, Sort
+from assistant.lists import ReadingLists
+from assistant.models import Decision, Status, StoredPaper
+from assistant.selection import Selection
+from assistant.store import Store
+from assistant.triage.assess import assess_papers
+from assistant.triage.llm import llm_key
+from assistant.triage.offline import engine_key
+from assistant.triage.prompts import Prompts, load_prompts
+from assistant.tui.screens import (
+    ErrorScreen,
+    FilterChoices,
+    FilterScreen,
+    HelpScreen,
+    ListsScreen,
+    ListToggle,
+    NoteScreen,
+    SearchRequest,
+    SearchScreen,
+    TagsScreen,
+)
+from assistant.tui.widgets import Detail, Summary, row_cells
+
+PAGE = 100  # rows added to the table at a time
+PREFETCH = 25  # load the next page when the cursor is this close to the end
+UNDECIDED = (Status.NEW, Status.MAYBE)
+VIEWS: list[tuple[str, tuple[Status, ...], bool]] = [
+    ("undecided", UNDECIDED, False),
+    ("new", (Status.NEW,), False),
+    ("accepted", (Status.ACCEPTED,), False),
+    ("maybe", (Status.MAYBE,), False),
+    ("rejected", (Status.REJECTED,), False),
+    ("starred", (), True),
+    ("all", (), False),
+]
+COLUMNS = (
+    ("relevance", "rel"),
+    ("title", "title"),
+    ("tags", "tags"),
+    ("status", "status"),
+    ("source", "source"),
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(func: F) -> F:
+    """Show an error from the store or an engine in a modal instead of crashing the UI."""
+
+    @functools.wraps(func)
+    def wrapper(self: ReviewApp, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(self, *args, **kwargs)
+        except Exception as exc:  # shown to the user, never swallowed
+            self.show_error(exc)
+            return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class ReviewApp(App[None]):
+    """Review the ranked queue: read, decide, tag, note, file into lists, search."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "triage review"
+    BINDINGS = [
+        Binding(
+            "a", "decide('accepted')", "Accept", id="accept", tooltip="Accept and go to the next undecided"
+        ),
+        Binding(
+            "x", "decide('rejected')", "Reject", id="reject", tooltip="Reject and go to the next undecided"
+        ),
+        Binding("m", "decide('maybe')", "Maybe", id="maybe", tooltip="Maybe, and go to the next undecided"),
+        Binding("s", "star", "Star", id="star", tooltip="Star (or unstar) and go to the next undecided"),
+        Binding("u", "undo", "Undo", id="undo", tooltip="Undo the last decision"),
+        Binding("t", "tags", "Tags", id="tags"),
+        Binding("n", "note", "Note", id="note"),
+        Binding("l", "lists", "Lists", id="lists"),
+        Binding("o", "open_link", "Open", id="open"),
+        Binding("slash", "search", "Search", id="search"),
+        Binding("f", "filter", "Filter", id="filter"),
+        Binding("question_mark", "help", "Help", id="help"),
+        Binding("q", "quit", "Quit", id="quit"),
+        Binding("j", "cursor(1)", "Next paper", show=False),
+        Binding("k", "cursor(-1)", "Previous paper", show=False),
+        Binding("M", "more_like_this", "More like this", show=False),
+        Binding("v", "cycle_view", "View: undecided, new, accepted, ... all", show=False),
+        Binding("S", "cycle_sort", "Sort: relevance, newest, added, title", show=False),
+        Binding("e", "assess", "Assess this paper", show=False),
+        Binding("E", "assess_visible", "Assess every paper in the view", show=False),
+        Binding("r", "refresh", "Refresh from the store", show=False),
+        Binding("escape", "clear", "Back to the queue (clear search)", show=False),
+    ]
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        agenda: Agenda | None,
+        *,
+        cache_dir: Path | None = None,
+        refresh_every: float = 3.0,
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.settings = settings
+        self.agenda = agenda
+        self.cache_dir = cache_dir
+        self.refresh_every = refresh_every
+        self.index = QueueIndex.open(store, cache_dir)
+        self.lists = ReadingLists(store)
+        self.prompts: Prompts | None = None
+        try:
+            self.prompts = load_prompts(settings.prompts)
+        except Exception:  # stale marks for LLM assessments need them; the rest works without
+            self.prompts = None
+        self.selection = Selection(statuses=UNDECIDED)
+        self.view_name = "undecided"
+        self.sort = Sort.RELEVANCE
+        self.text = ""
+        self.pinned: list[str] | None = None
+        self.pinned_label = ""
+        self.shown: list[str] = []
+        self._rows: Iterator[Row] = iter(())
+        self._exhausted = True
+        self.sticky: set[str] = set()
+        self.undo_stack: list[tuple[str, Decision]] = []
+        self.matching: int | None = None
+        self.note = ""
+        self._refresh_failed = False
+
+    # -- layout ---------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Summary(id="summary")
+        with Horizontal(id="main"):
+            yield DataTable(id="queue", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="detail-pane"):
+                yield Detail(id="detail")
+        yield Static("", id="status-line")
+        yield Footer()
+
+    @property
+    def table(self) -> DataTable[Any]:
+        return self.query_one("#queue", DataTable)
+
+    def on_mount(self) -> None:
+        table = self.table
+        table.add_column("relevance", key="rel", width=11)
+        table.add_column("title", key="title", width=46)
+        table.add_column("tags", key="tags", width=24)
+        table.add_column("status", key="status", width=10)
+        table.add_column("source", key="source", width=18)
+        if self.index.built:
+            self.reload()
+            self.refresh_store()
+        else:
+            self.say("Indexing the store for the queue (once; later openings read the cache)…")
+            self.build_index()
+        self.set_interval(self.refresh_every, self.refresh_store)
+
+    def on_unmount(self) -> None:
+        if self.index.built:
+            try:
+                self.index.save(self.cache_dir)
+            except OSError:
+                pass  # only a cache: the next opening rebuilds it
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterator[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for sort in Sort:
+            yield SystemCommand(
+                f"Sort by {sort.value}", f"Order the queue by {sort.value}", self._sorter(sort)
+            )
+        for name, _, _ in VIEWS:
+            yield SystemCommand(f"Show {name}", f"Show {name} papers", self._viewer(name))
+        yield SystemCommand(
+            "Assess all visible", "Assess the papers in this view", self.action_assess_visible
+        )
+        yield SystemCommand(
+            "Refresh", "Read new assessments and decisions from the store", self.action_refresh
+        )
+        yield SystemCommand("Clear filters", "Show every undecided paper", self._clear_filters)
+
+    def _sorter(self, sort: Sort) -> Callable[[], None]:
+        return lambda: self.set_sort(sort)
+
+    def _viewer(self, name: str) -> Callable[[], None]:
+        return lambda: self.set_view(name)
+
+    def _clear_filters(self) -> None:
+        self.set_view("undecided", Selection(statuses=UNDECIDED))
+
+    # -- messages to the user ---------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        self.query_one("#status-line", Static).update(text)
+
+    def show_error(self, exc: BaseException) -> None:
+        self.push_screen(ErrorScreen(type(exc).__name__, str(exc) or repr(exc)))
+
+    def view_label(self) -> str:
+        if self.pinned is not None:
+            return self.pinned_label
+        label = (
+            self.view_name
+            if self.selection.describe() == "/".join(s.value for s in self.selection.statuses)
+            else self.selection.describe()
+        )
+        if self.text:
+            label += f', words "{self.text}"'
+        return f"{label} by {self.sort.value}"
+
+    def update_summary(self) -> None:
+        self.query_one(Summary).show(
+            dict(self.index.counts()), self.index.histogram(), self.view_label(), self.matching, self.note
+        )
+
+    # -- the queue ---------------------------------------------------------------------
+
+    def in_view(self, row: Row) -> bool:
+        return row.id in self.sticky or self.selection.matches_fields(row)
+
+    def _iter_rows(self) -> Iterator[Row]:
+        if self.pinned is not None:
+            rows = self.index.rows
+            return (rows[i] for i in self.pinned if i in rows and self.in_view(rows[i]))
+        return self.index.view(self.selection, self.sort, self.text, always=self.sticky)
+
+    def reload(self, keep: str | None = None) -> None:
+        """Show the current view from its top (or with `keep` highlighted if it is in it)."""
+        keep = keep or self.current_id()
+        table = self.table
+        table.clear()
+        self.shown = []
+        self._rows = self._iter_rows()
+        self._exhausted = False
+        self.load_more()
+        if keep and keep not in self.shown:
+            # Bring the kept paper into the table if it is further down the view.
+            while not self._exhausted and keep not in self.shown and len(self.shown) < 5000:
+                self.load_more()
+        if keep in self.shown:
+            table.move_cursor(row=self.shown.index(keep), animate=False)
+        self.matching = None
+        self.update_summary()
+        self.count_view()
+        self.show_detail()
+
+    def load_more(self) -> None:
+        rows = list(itertools.islice(self._rows, PAGE))
+        if len(rows) < PAGE:
+            self._exhausted = True
+        for row in rows:
+            self.table.add_row(*row_cells(row), key=row.id)
+            self.shown.append(row.id)
+
+    def current_id(self) -> str | None:
+        row = self.table.cursor_row if self.shown else -1
+        return self.shown[row] if 0 <= row < len(self.shown) else None
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if not self._exhausted and event.cursor_row >= len(self.shown) - PREFETCH:
+            self.load_more()
+        self.show_detail()
+
+    @guarded
+    def show_detail(self) -> None:
+        pid = self.current_id()
+        item = self.store.get(pid) if pid else None
+        self.query_one(Detail).show(item, self.agenda, self.is_stale(item) if item else False)
+
+    def is_stale(self, item: StoredPaper) -> bool:
+        a, agenda = item.assessment, self.agenda
+        if a is None or agenda is None:
+            return False
+        if a.agenda_hash != agenda.hash:
+            return True
+        if a.engine == "offline":
+            return a.key != engine_key(item.paper.document, agenda)
+        if self.prompts is None:
+            return False
+        return all(
+            a.key != llm_key(item.paper.document, agenda, self.prompts, a.model or "", mode)
+            for mode in ("tools", "json")
+        )
+
+    def update_rows(self, ids: list[str]) -> None:
+        """Re-read these papers' rows from the store and redraw them where they are shown."""
+        rows = [Row.from_metadata(pid, meta) for pid, meta in self.store.metadata(ids)]
+        self.index.apply(rows)
+        self.redraw(rows)
+
+    def redraw(self, rows: list[Row]) -> None:
+        shown = set(self.shown)
+        for row in rows:
+            if row.id in shown:
+                for (_, key), cell in zip(COLUMNS, row_cells(row), strict=True):
+                    self.table.update_cell(row.id, key, cell)
+        if self.current_id() in {r.id for r in rows}:
+            self.show_detail()
+        self.count_view()
+
+    # -- workers ------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="index")
+    def build_index(self) -> None:
+        def progress(done: int, total: int) -> None:
+            self.call_from_thread(self.say, f"Indexing the store for the queue: {done:,} / {total:,} papers…")
+
+        self.index.build(self.store, on_progress=progress)
+        self.call_from_thread(self._index_built)
+
+    def _index_built(self) -> None:
+        self.say("")
+        self.reload()
+        try:
+            self.index.save(self.cache_dir)
+        except OSError as exc:
+            self.say(f"could not write the queue cache: {exc}")
+
+    @work(thread=True, exclusive=True, group="refresh")
+    def refresh_store(self) -> None:
+        """Read what other processes (or this one) wrote since the last refresh."""
+        if not self.index.built:
+            return
+        import time
+
+        started = time.time()
+        try:
+            changed = self.store.changed_since(self.index.stamp - REFRESH_OVERLAP)
+        except Exception as exc:
+            if not self._refresh_failed:
+                self._refresh_failed = True
+                self.call_from_thread(self.show_error, exc)
+            return
+        self._refresh_failed = False
+        rows = [Row.from_metadata(pid, meta) for pid, meta in changed]
+        self.call_from_thread(self._take_changes, rows, started)
+
+    def _take_changes(self, rows: list[Row], started: float) -> None:
+        fresh = [r for r in rows if self.index.rows.get(r.id) != r]
+        self.index.stamp = started
+        if not fresh:
+            return
+        shown = set(self.shown)
+        moved = self.pinned is None and any(r.id in shown or self.in_view(r) for r in fresh)
+        self.index.apply(fresh)
+        if moved:
+            self.reload()  # papers take their new places; the highlighted one stays highlighted
+        else:
+            self.redraw(fresh)
+        self.update_summary()
+
+    @work(thread=True, exclusive=True, group="count")
+    def count_view(self) -> None:
+        total = sum(1 for _ in self._iter_rows())
+        self.call_from_thread(self._counted, total)
+
+    def _counted(self, total: int) -> None:
+        self.matching = total
+        self.update_summary()
+
+    @work(thread=True, exclusive=True, group="assess")
+    def assess(self, ids: list[str], force: bool) -> None:
+        if self.agenda is None:
+            raise RuntimeError("there is no agenda to assess against: write agenda.md ('triage init')")
+        engine = "LLM" if self.settings.llm_configured else "offline engine"
+
+        def progress(done: int, total: int) -> None:
+            self.call_from_thread(self.say, f"Assessing with the {engine}: {done} / {total}…")
+
+        self.call_from_thread(self.say, f"Assessing {len(ids)} paper(s) with the {engine}…")
+        outcome = assess_papers(
+            self.store, self.settings, self.agenda, ids, force=force, on_progress=progress
+        )
+        failed = f", {outcome.failed} failed" if outcome.failed else ""
+        self.call_from_thread(
+            self.say,
+            f"Assessed {outcome.assessed} with {outcome.engine}{failed}; "
+            f"{outcome.up_to_date} already up to date.",
+        )
+        self.call_from_thread(self.update_rows, ids)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            self.say("")
+            self.show_error(event.worker.error)
+
+    # -- actions: decisions ---------------------------------------------------------------
+
+    def _decide(self, pid: str, **changes: Any) -> None:
+        before = self.store.get(pid)
+        if before is None:
+            raise RuntimeError(f"paper {pid} is no longer in the store")
+        self.store.update_decision(pid, **changes)
+        self.undo_stack.append((pid, before.decision))
+        self.sticky.add(pid)
+        self.update_rows([pid])
+
+    @guarded
+    def action_decide(self, status: str) -> None:
+        pid = self.current_id()
+        if pid:
+            self._decide(pid, status=Status(status))
+            self.next_undecided()
+
+    @guarded
+    def action_star(self) -> None:
+        pid = self.current_id()
+        if pid:
+            self._decide(pid, starred=not self.index.rows[pid].starred)
+            self.next_undecided()
+
+    def next_undecided(self) -> None:
+        """Move to the next paper below that has no decision yet (loading pages as needed)."""
+        start = self.table.cursor_row + 1
+        i = start
+        while True:
+            while i < len(self.shown):
+                if self.index.rows[self.shown[i]].status is Status.NEW:
+                    self.table.move_cursor(row=i, animate=False)
+                    return
+                i += 1
+            if self._exhausted:
+                self.notify("No undecided paper below this one.", timeout=3)
+                if start < len(self.shown):
+                    self.table.move_cursor(row=start, animate=False)
+                return
+            self.load_more()
+
+    @guarded
+    def action_undo(self) -> None:
+        if not self.undo_stack:
+            self.notify("Nothing to undo.", timeout=2)
+            return
+        pid, decision = self.undo_stack.pop()
+        self.store.set_decision(pid, decision)
+        self.update_rows([pid])
+        if pid in self.shown:
+            self.table.move_cursor(row=self.shown.index(pid), animate=False)
+        self.notify(f"Undone: back to {decision.status.value}.", timeout=2)
+
+    def action_cursor(self, step: int) -> None:
+        if self.shown:
+            self.table.move_cursor(row=max(0, min(len(self.shown) - 1, self.table.cursor_row + step)))
+
+    # -- actions: tags, note, lists, link -------------------------------------------------------
+
+    def action_tags(self) -> None:
+        pid = self.current_id()
+        item = self.store.get(pid) if pid else None
+        if item is None:
+            return
+
+        @guarded
+        def done(app: ReviewApp, tags: list[str] | None) -> None:
+            if tags is not None and pid:
+                app._decide(pid, tags=tags)
+
+        self.push_screen(TagsScreen(item.decision.tags, self.index.vocabulary()), lambda t: done(self, t))
+
+    def action_note(self) -> None:
+        pid = self.current_id()
+        item = self.store.get(pid) if pid else None
+        if item is None:
+            return
+
+        @guarded
+        def done(app: ReviewApp, note: str | None) -> None:
+            if note is not None and pid:
+                app._decide(pid, note=note)
+
+        self.push_screen(NoteScreen(item.decision.note), lambda n: done(self, n))
+
+    def action_lists(self) -> None:
+        pid = self.current_id()
+        if not pid:
+            return
+        names = [rl.name for rl in self.lists.all()]
+
+        @guarded
+        def done(app: ReviewApp, choice: ListToggle | None) -> None:
+            if choice is None:
+                return
+            if choice.create:
+                app.lists.create(choice.name, exist_ok=True)
+            name = choice.name.strip() if choice.create else choice.name
+            if name in app.index.rows[pid].lists:
+                app.lists.remove(name, [pid])
+                app.notify(f"Removed from “{name}”.", timeout=2)
+            else:
+                app.lists.add(" ".join(name.split()), [pid])
+                app.notify(f"Added to “{name}”.", timeout=2)
+            app.update_rows([pid])
+
+        self.push_screen(ListsScreen(names, self.index.rows[pid].lists), lambda c: done(self, c))
+
+    def action_open_link(self) -> None:
+        pid = self.current_id()
+        item = self.store.get(pid) if pid else None
+        if item is None:
+            return
+        if not item.paper.link:
+            self.notify("This paper has no link.", severity="warning", timeout=3)
+            return
+        self.open_url(item.paper.link)
+        self.notify(f"Opened {item.paper.link}", timeout=2)
+
+    # -- actions: finding papers ----------------------------------------------------------------
+
+    @guarded
+    def action_more_like_this(self) -> None:
+        pid = self.current_id()
+        if not pid:
+            return
+        hits = self.store.neighbours(pid, k=50)
+        self.pin([h.item.paper.id for h in hits], f"more like “{self.index.rows[pid].title[:40]}”")
+
+    def pin(self, ids: list[str], label: str) -> None:
+        self.pinned, self.pinned_label = ids, label
+        self.reload()
+        self.table.move_cursor(row=0, animate=False)
+        self.show_detail()
+
+    def action_search(self) -> None:
+        @guarded
+        def done(app: ReviewApp, request: SearchRequest | None) -> None:
+            if request is None:
+                return
+            if request.semantic:
+                hits = app.store.search(request.text, k=100)
+                app.pin([h.item.paper.id for h in hits], f"nearest to “{request.text}”")
+            else:
+                app.pinned, app.text = None, request.text
+                app.reload()
+                app.table.move_cursor(row=0, animate=False)
+
+        self.push_screen(SearchScreen(), lambda r: done(self, r))
+
+    def action_clear(self) -> None:
+        if self.pinned is not None or self.text:
+            self.pinned, self.text = None, ""
+            self.reload()
+
+    def action_filter(self) -> None:
+        choices = FilterChoices(
+            topics=[t.name for t in self.agenda.topics] if self.agenda else [],
+            tags=self.index.vocabulary(),
+            lists=[rl.name for rl in self.lists.all()],
+            sources=self.index.sources(),
+        )
+
+        def done(selection: Selection | None) -> None:
+            if selection is not None:
+                self.set_view("filtered", selection)
+
+        self.push_screen(FilterScreen(self.selection, choices), done)
+
+    def set_view(self, name: str, selection: Selection | None = None) -> None:
+        if selection is None:
+            _, statuses, starred = next(v for v in VIEWS if v[0] == name)
+            selection = Selection(**{**self.selection.__dict__, "statuses": statuses, "starred": starred})
+        self.view_name, self.selection = name, selection
+        self.sticky.clear()
+        self.reload()
+
+    def action_cycle_view(self) -> None:
+        names = [v[0] for v in VIEWS]
+        current = names.index(self.view_name) if self.view_name in names else -1
+        self.set_view(names[(current + 1) % len(names)])
+
+    def set_sort(self, sort: Sort) -> None:
+        self.sort = sort
+        self.reload()
+
+    def action_cycle_sort(self) -> None:
+        sorts = list(Sort)
+        self.set_sort(sorts[(sorts.index(self.sort) + 1) % len(sorts)])
+
+    def action_refresh(self) -> None:
+        self.sticky.clear()
+        self.reload()
+        self.refresh_store()
+
+    # -- actions: assessing ----------------------------------------------------------------
+
+    def action_assess(self) -> None:
+        pid = self.current_id()
+        if pid:
+            self.assess([pid], True)
+
+    def action_assess_visible(self) -> None:
+        if self.shown:
+            self.assess(list(self.shown), False)
+
+    def action_help(self) -> None:
+        rows = [
+            (b.key.replace("question_mark", "?").replace("slash", "/"), b.description)
+            for b in self.BINDINGS
+            if isinstance(b, Binding)
+        ]
+        rows += [("↑ ↓ pgup pgdn", "Move in the queue"), ("ctrl+p", "Command palette (sorts, views, ...)")]
+        self.push_screen(HelpScreen(rows))

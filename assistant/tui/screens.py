@@ -1,0 +1,320 @@
+"""Modal screens of the review UI: help, filter, tags, note, lists, search, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.markup import escape
+from rich.table import Table
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.suggester import Suggester
+from textual.widgets import (
+    Button,
+    Checkbox,
+    Input,
+    Label,
+    OptionList,
+    Select,
+    SelectionList,
+    Static,
+    TextArea,
+)
+from textual.widgets.option_list import Option
+
+from assistant.errors import TriageError
+from assistant.models import Status
+from assistant.selection import Selection, parse_when
+
+
+class ErrorScreen(ModalScreen[None]):
+    """An error from the store or an engine: shown, never a crash."""
+
+    BINDINGS = [Binding("escape,enter,q", "dismiss", "Close")]
+
+    def __init__(self, title: str, message: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.message = message
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="error"):
+            yield Label(f"[b red]{escape(self.title_text)}[/]")
+            yield Static(escape(self.message), id="message")
+            yield Button("Close", variant="error", id="close")
+
+    @on(Button.Pressed, "#close")
+    def _close(self) -> None:
+        self.dismiss()
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key binding, with what it does."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+
+    def __init__(self, bindings: Sequence[tuple[str, str]]) -> None:
+        super().__init__()
+        self.rows = bindings
+
+    def compose(self) -> ComposeResult:
+        table = Table(show_header=False, box=None, pad_edge=False)
+        table.add_column("key", style="bold cyan", no_wrap=True)
+        table.add_column("action")
+        for key, text in self.rows:
+            table.add_row(key, text)
+        with VerticalScroll(id="dialog", classes="help"):
+            yield Label("[b]Keys[/b]  (ctrl+p opens the command palette for everything else)")
+            yield Static(table)
+            yield Label("[dim]escape closes this help[/dim]")
+
+
+@dataclass
+class FilterChoices:
+    """What the filter dialog offers."""
+
+    topics: list[str]
+    tags: list[str]
+    lists: list[str]
+    sources: list[str]
+
+
+class ListSuggester(Suggester):
+    """Completes the last item of a comma-separated list from a vocabulary."""
+
+    def __init__(self, vocabulary: Sequence[str]) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+        self.vocabulary = list(vocabulary)
+
+    async def get_suggestion(self, value: str) -> str | None:
+        head, _, last = value.rpartition(",")
+        stem = last.lstrip()
+        if not stem:
+            return None
+        done = {t.strip() for t in head.split(",")}
+        for word in self.vocabulary:
+            if word.startswith(stem) and word != stem and word not in done:
+                return value + word[len(stem) :]
+        return None
+
+
+def split_items(text: str) -> list[str]:
+    return list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+
+
+class FilterScreen(ModalScreen[Selection | None]):
+    """Status, starred, tag, topic, minimum score, list, source and date range, combined."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "apply", "Apply")]
+
+    def __init__(self, current: Selection, choices: FilterChoices) -> None:
+        super().__init__()
+        self.current = current
+        self.choices = choices
+
+    def compose(self) -> ComposeResult:
+        c, ch = self.current, self.choices
+        with VerticalScroll(id="dialog", classes="filter"):
+            yield Label("[b]Filter the queue[/b]  (ctrl+s or Apply; every filter given must hold)")
+            yield SelectionList[str](*[(s.value, s.value, s in c.statuses) for s in Status], id="statuses")
+            yield Checkbox("starred only", c.starred, id="starred")
+            yield Input(
+                ", ".join(c.tags),
+                placeholder="tags, comma-separated (→ completes)",
+                suggester=ListSuggester(ch.tags),
+                id="tags",
+            )
+            yield Select(
+                [(t, t) for t in ch.topics], value=c.topic or Select.NULL, prompt="any topic", id="topic"
+            )
+            yield Input(
+                "" if c.min_score is None else f"{c.min_score:g}",
+                placeholder="minimum score 0-10 (of the topic, else of the relevance)",
+                id="min_score",
+            )
+            yield Select(
+                [(n, n) for n in ch.lists], value=c.list_name or Select.NULL, prompt="any list", id="list"
+            )
+            yield Select(
+                [(s, s) for s in ch.sources], value=c.source or Select.NULL, prompt="any source", id="source"
+            )
+            with Horizontal(classes="dates"):
+                yield Input(
+                    c.since.isoformat() if c.since else "", placeholder="since: 2024-05-01, 30d", id="since"
+                )
+                yield Input(
+                    c.until.isoformat() if c.until else "", placeholder="until: 2025-01-01", id="until"
+                )
+            yield Label("", id="problem")
+            with Horizontal(classes="buttons"):
+                yield Button("Apply", variant="primary", id="apply")
+                yield Button("Clear all", id="clear")
+                yield Button("Cancel", id="cancel")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#clear")
+    def _clear(self) -> None:
+        self.dismiss(Selection())
+
+    @on(Button.Pressed, "#apply")
+    @on(Input.Submitted)
+    def action_apply(self) -> None:
+        try:
+            self.dismiss(self.selection())
+        except TriageError as exc:
+            self.query_one("#problem", Label).update(f"[red]{escape(str(exc))}[/red]")
+
+    def selection(self) -> Selection:
+        def value(widget_id: str) -> str:
+            return self.query_one(f"#{widget_id}", Input).value.strip()
+
+        def choice(widget_id: str) -> str | None:
+            v = self.query_one(f"#{widget_id}", Select).value
+            return v if isinstance(v, str) else None
+
+        score = value("min_score")
+        try:
+            min_score = float(score) if score else None
+        except ValueError:
+            raise TriageError(f"minimum score must be a number from 0 to 10, not {score!r}") from None
+        if min_score is not None and not 0 <= min_score <= 10:
+            raise TriageError("minimum score must be from 0 to 10")
+        since, until = value("since"), value("until")
+        return Selection(
+            statuses=tuple(Status(s) for s in self.query_one("#statuses", SelectionList).selected),
+            tags=tuple(split_items(value("tags"))),
+            topic=choice("topic"),
+            min_score=min_score,
+            list_name=choice("list"),
+            source=choice("source"),
+            since=parse_when(since) if since else None,
+            until=parse_when(until) if until else None,
+            starred=self.query_one("#starred", Checkbox).value,
+        )
+
+
+class TagsScreen(ModalScreen[list[str] | None]):
+    """Edit the paper's own tags, with completion from the store's vocabulary."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, tags: Sequence[str], vocabulary: Sequence[str]) -> None:
+        super().__init__()
+        self.tags = list(tags)
+        self.vocabulary = vocabulary
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="small"):
+            yield Label("[b]Tags[/b] (comma-separated; → accepts a completion; enter saves)")
+            yield Input(
+                ", ".join(self.tags) + (", " if self.tags else ""),
+                suggester=ListSuggester(self.vocabulary),
+                id="tags",
+            )
+
+    @on(Input.Submitted)
+    def _save(self, event: Input.Submitted) -> None:
+        self.dismiss([t.lower() for t in split_items(event.value)])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class NoteScreen(ModalScreen[str | None]):
+    """Write the paper's note."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "save", "Save")]
+
+    def __init__(self, note: str) -> None:
+        super().__init__()
+        self.note = note
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="note"):
+            yield Label("[b]Note[/b] (ctrl+s saves, escape cancels)")
+            yield TextArea(self.note, id="note")
+
+    def action_save(self) -> None:
+        self.dismiss(self.query_one(TextArea).text.strip())
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass
+class ListToggle:
+    name: str
+    create: bool = False
+
+
+class ListsScreen(ModalScreen[ListToggle | None]):
+    """Put the paper in a reading list or take it out; or create a list."""
+
+    BINDINGS = [Binding("escape", "cancel", "Close")]
+
+    def __init__(self, lists: Sequence[str], member_of: Sequence[str]) -> None:
+        super().__init__()
+        self.lists = list(lists)
+        self.member_of = set(member_of)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="lists"):
+            yield Label("[b]Reading lists[/b] (enter adds or removes the paper; ✓ = in the list)")
+            options = [
+                Option(("✓ " if name in self.member_of else "  ") + name, id=f"list-{i}")
+                for i, name in enumerate(self.lists)
+            ]
+            yield OptionList(*options, id="lists")
+            yield Input(placeholder="new list name, enter creates it and adds the paper", id="new")
+
+    @on(OptionList.OptionSelected)
+    def _toggle(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(ListToggle(self.lists[event.option_index]))
+
+    @on(Input.Submitted)
+    def _create(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss(ListToggle(event.value.strip(), create=True))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass
+class SearchRequest:
+    text: str
+    semantic: bool
+
+
+class SearchScreen(ModalScreen[SearchRequest | None]):
+    """Search by meaning (the store's embeddings) or by words in titles, authors and tags."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, semantic: bool = True) -> None:
+        super().__init__()
+        self.semantic = semantic
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="small"):
+            yield Label("[b]Search[/b] (enter searches; escape cancels)")
+            yield Input(placeholder="what are you looking for?", id="query")
+            yield Checkbox("by meaning (off: words in title, authors, tags)", self.semantic, id="semantic")
+
+    @on(Input.Submitted)
+    def _search(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss(SearchRequest(event.value.strip(), self.query_one("#semantic", Checkbox).value))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

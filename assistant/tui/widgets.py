@@ -1,0 +1,125 @@
+"""The review screen's parts: the summary bar and the detail pane."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.text import Text
+from textual.widgets import Static
+
+from assistant.agenda import Agenda
+from assistant.index import Row
+from assistant.models import Status, StoredPaper
+from assistant.render import relevance_bar
+
+STATUS_STYLE = {
+    Status.NEW: "dim",
+    Status.ACCEPTED: "bold green",
+    Status.REJECTED: "red",
+    Status.MAYBE: "yellow",
+}
+SPARK = " ▁▂▃▄▅▆▇█"
+
+
+def spark(values: list[int]) -> str:
+    """A one-line histogram."""
+    top = max(values, default=0)
+    if top == 0:
+        return SPARK[0] * len(values)
+    return "".join(SPARK[min(8, (v * 8 + top - 1) // top)] for v in values)
+
+
+class Summary(Static):
+    """Counts by status, the relevance distribution, and what the queue shows."""
+
+    def show(
+        self,
+        counts: dict[Status, int],
+        histogram: list[int],
+        view: str,
+        matching: int | None,
+        note: str = "",
+    ) -> None:
+        parts = [f"[{STATUS_STYLE[s]}]{s.value} {counts.get(s, 0):,}[/]" for s in Status]
+        shown = "…" if matching is None else f"{matching:,}"
+        line = (
+            " · ".join(parts)
+            + f"   relevance 0 [cyan]{spark(histogram)}[/] 10"
+            + f"   [b]{escape(view)}[/b]: {shown}"
+        )
+        self.update(line + (f"   [italic]{escape(note)}[/]" if note else ""))
+
+
+def row_cells(row: Row, width: int = 44) -> tuple[RenderableType, ...]:
+    """The queue table's cells for one paper."""
+    rel = relevance_bar(row.relevance, 6)
+    status = Text(row.status.value + (" ★" if row.starred else ""), STATUS_STYLE[row.status])
+    if row.failed and row.relevance is None:
+        status.append(" failed", "red")
+    title = Text(row.title)
+    title.truncate(width, overflow="ellipsis")
+    tags = Text(", ".join(row.tags[:3]), "cyan")
+    tags.truncate(24, overflow="ellipsis")
+    source = Text((row.sources[0].split(":", 1)[-1] if row.sources else ""), "dim")
+    source.truncate(18, overflow="ellipsis")
+    return rel, title, tags, status, source
+
+
+class Detail(Static):
+    """Everything about the highlighted paper."""
+
+    def show(self, item: StoredPaper | None, agenda: Agenda | None, stale: bool) -> None:
+        if item is None:
+            self.update(Text("No paper here: change the filter (f) or the view (v).", "dim"))
+            return
+        self.update(render_detail(item, agenda, stale))
+
+
+def render_detail(item: StoredPaper, agenda: Agenda | None, stale: bool) -> RenderableType:
+    p, a, d = item.paper, item.assessment, item.decision
+    out: list[RenderableType] = [Text(p.title, "bold")]
+    byline = ", ".join(p.authors[:12]) + (" et al." if len(p.authors) > 12 else "")
+    meta = " · ".join(
+        x for x in (byline, p.date or str(p.year or ""), p.venue or "", " ".join(p.categories)) if x
+    )
+    out.append(Text(meta, "italic"))
+    links = [
+        f"[link=https://arxiv.org/abs/{p.arxiv_id}]arXiv:{escape(p.arxiv_id)}[/link]" if p.arxiv_id else "",
+        f"[link=https://doi.org/{p.doi}]doi:{escape(p.doi)}[/link]" if p.doi else "",
+        f"[link={escape(p.url)}]{escape(p.url)}[/link]" if p.url and not p.arxiv_id else "",
+    ]
+    out.append(Text.from_markup("  ".join(x for x in links if x) or "[dim]no link[/dim]"))
+    star = " ★ starred" if d.starred else ""
+    out.append(
+        Text.from_markup(f"[{STATUS_STYLE[d.status]}]{d.status.value}[/]{star}  [dim]{escape(p.id)}[/dim]")
+    )
+    out.append(Text(""))
+    if a is None:
+        failed = f" (last attempt failed: {item.failure[1]})" if item.failure else ""
+        out.append(Text(f"Not assessed yet{failed}: press e to assess it.", "yellow"))
+    else:
+        when = a.created_at.strftime("%Y-%m-%d %H:%M")
+        engine = a.engine + (f" · {a.model}" if a.model else "")
+        line = Text("relevance ", "bold") + relevance_bar(a.relevance) + Text(f"  {engine}, {when}", "dim")
+        if stale:
+            line += Text("  stale", "bold red") + Text(": the agenda or prompts changed since")
+        out.append(line)
+        out.append(Text.from_markup(f"[b]summary[/b] {escape(a.summary)}"))
+        negative = agenda.negative.name if agenda and agenda.negative else None
+        for t in sorted(a.topics, key=lambda t: -t.score):
+            style = "red" if t.topic == negative else "bold"
+            out.append(
+                Text.from_markup(f"  {t.score:>2}/10 [{style}]{escape(t.topic)}[/]: {escape(t.reason)}")
+            )
+    tags = [*d.tags, *[t for t in (a.tags if a else []) if t not in d.tags]]
+    if tags:
+        out.append(Text.from_markup("[b]tags[/b] [cyan]" + escape(", ".join(tags)) + "[/]"))
+    if d.lists:
+        out.append(Text.from_markup("[b]lists[/b] " + escape(", ".join(d.lists))))
+    if d.note:
+        out.append(Text.from_markup("[b]note[/b] " + escape(d.note)))
+    if p.abstract:
+        out.extend([Text(""), Text(p.abstract)])
+    if p.sources:
+        out.append(Text("sources: " + ", ".join(p.sources), "dim"))
+    return Group(*out)

@@ -1,0 +1,300 @@
+"""The review UI driven as a user would (Textual's Pilot), against a real store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, Label, OptionList, Static, TextArea
+
+from assistant.config import Settings
+from assistant.errors import StoreError
+from assistant.index import Sort
+from assistant.lists import ReadingLists
+from assistant.models import Paper, Status
+from assistant.store import Store
+from assistant.tui.app import ReviewApp
+from assistant.tui.screens import ErrorScreen, FilterScreen, HelpScreen, ListsScreen
+from tui_support import agenda, copy_store, detail_text, drive, ranked_ids, settle, template
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tui-stores")
+    template(root, assess=True)
+    template(root, assess=False)
+    return root
+
+
+@pytest.fixture
+def assessed(templates: Path, tmp_path: Path) -> Settings:
+    return copy_store(templates / "assessed", tmp_path / "store")
+
+
+@pytest.fixture
+def unassessed(templates: Path, tmp_path: Path) -> Settings:
+    return copy_store(templates / "raw", tmp_path / "store")
+
+
+def make_app(settings: Settings, tmp_path: Path, refresh: float = 60.0) -> ReviewApp:
+    return ReviewApp(Store.open(settings), settings, agenda(), cache_dir=tmp_path / "cache", refresh_every=refresh)
+
+
+def reopen(settings: Settings) -> Store:
+    """A second client on the same store: proves what was written, not what the app holds."""
+    return Store.open(settings)
+
+
+def test_queue_is_ranked_and_the_detail_shows_the_assessment(assessed: Settings, tmp_path: Path) -> None:
+    app = make_app(assessed, tmp_path)
+    expected = ranked_ids(reopen(assessed))
+
+    async def script(pilot: Pilot[None]) -> None:
+        assert app.shown == expected
+        table = app.query_one(DataTable)
+        assert table.row_count == len(expected)
+        detail = detail_text(app)
+        item = reopen(assessed).get(expected[0])
+        assert item is not None and item.assessment is not None
+        assert item.paper.title[:30] in detail
+        assert "summary" in detail and "relevance" in detail
+        for topic in item.assessment.topics:
+            assert topic.topic in detail
+        await pilot.press("j")
+        assert app.current_id() == expected[1]
+
+    drive(app, script)
+
+
+def test_decisions_advance_to_the_next_undecided_and_are_written_at_once(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    app = make_app(assessed, tmp_path)
+    ids = ranked_ids(reopen(assessed))
+
+    async def script(pilot: Pilot[None]) -> None:
+        await pilot.press("a")
+        assert app.current_id() == ids[1]
+        await pilot.press("x", "m", "s")
+        assert app.current_id() == ids[4]
+        store = reopen(assessed)
+        assert [store.get(i).decision.status for i in ids[:3]] == [  # type: ignore[union-attr]
+            Status.ACCEPTED,
+            Status.REJECTED,
+            Status.MAYBE,
+        ]
+        assert store.get(ids[3]).decision.starred  # type: ignore[union-attr]
+        # Going back up and accepting skips the decided papers: the next undecided is ids[4].
+        await pilot.press("k", "k")
+        assert app.current_id() == ids[2]
+        await pilot.press("a")
+        assert app.current_id() == ids[3]  # starred but still undecided
+        await pilot.press("u")
+        assert reopen(assessed).get(ids[2]).decision.status is Status.MAYBE  # type: ignore[union-attr]
+        assert app.current_id() == ids[2]
+        await pilot.press("u", "u", "u", "u")
+        store = reopen(assessed)
+        assert all(store.get(i).decision.status is Status.NEW for i in ids[:4])  # type: ignore[union-attr]
+        assert not store.get(ids[3]).decision.starred  # type: ignore[union-attr]
+
+    drive(app, script)
+
+
+def test_tags_note_and_lists_from_the_keyboard(assessed: Settings, tmp_path: Path) -> None:
+    app = make_app(assessed, tmp_path)
+    first = ranked_ids(reopen(assessed))[0]
+
+    async def script(pilot: Pilot[None]) -> None:
+        await pilot.press("t")
+        tags = app.screen.query_one(Input)
+        tags.value = "to-read, Causal"
+        await pilot.press("enter")
+        await pilot.press("n")
+        app.screen.query_one(TextArea).text = "Compare with our probing results."
+        await pilot.press("ctrl+s")
+        await pilot.press("l")
+        assert isinstance(app.screen, ListsScreen)
+        app.screen.query_one(Input).focus()
+        await pilot.press(*"Group meeting", "enter")
+        await pilot.pause()
+        item = reopen(assessed).get(first)
+        assert item is not None
+        assert item.decision.tags == ["to-read", "causal"]
+        assert item.decision.note == "Compare with our probing results."
+        assert item.decision.lists == ["Group meeting"]
+        assert ReadingLists(reopen(assessed)).members("Group meeting") == [first]
+        detail = detail_text(app)
+        assert "to-read" in detail and "Group meeting" in detail and "probing" in detail
+        # The picker shows the membership; choosing the list again takes the paper out.
+        await pilot.press("l")
+        options = app.screen.query_one(OptionList)
+        assert "✓ Group meeting" in str(options.get_option_at_index(0).prompt)
+        options.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert reopen(assessed).get(first).decision.lists == []  # type: ignore[union-attr]
+        assert ReadingLists(reopen(assessed)).exists("Group meeting")
+
+    drive(app, script)
+
+
+def test_tag_completion_offers_the_store_vocabulary(assessed: Settings, tmp_path: Path) -> None:
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        word = app.index.vocabulary()[0]
+        await pilot.press("t")
+        await pilot.press(*word[:3])
+        await pilot.pause(0.2)
+        await pilot.press("right")
+        assert app.screen.query_one(Input).value.endswith(word)
+
+    drive(app, script)
+
+
+def test_views_filters_and_sorts_combine(assessed: Settings, tmp_path: Path) -> None:
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await pilot.press("a", "a", "x")
+        await pilot.press("v")  # new only
+        assert app.view_name == "new"
+        assert all(app.index.rows[i].status is Status.NEW for i in app.shown)
+        await pilot.press("v")  # accepted
+        assert len(app.shown) == 2
+        await pilot.press("f")
+        assert isinstance(app.screen, FilterScreen)
+        app.screen.query_one("#min_score", Input).value = "6"
+        app.screen.query_one("#statuses").deselect_all()  # type: ignore[attr-defined]
+        await pilot.click("#apply")
+        await settle(pilot)
+        assert app.shown and all((app.index.rows[i].relevance or 0) >= 6 for i in app.shown)
+        assert len(app.shown) == sum(1 for r in app.index.rows.values() if (r.relevance or 0) >= 6)
+        assert app.matching == len(app.shown)
+        await pilot.press("f")
+        app.screen.query_one("#min_score", Input).value = "eleven"
+        await pilot.click("#apply")
+        assert isinstance(app.screen, FilterScreen)  # a bad value is explained, not applied
+        assert "number" in str(app.screen.query_one("#problem", Label).content)
+        await pilot.press("escape")
+        await pilot.press("S")
+        assert app.sort is Sort.NEWEST
+        days = [app.index.rows[i].day or 0 for i in app.shown]
+        assert days == sorted(days, reverse=True)
+
+    drive(app, script)
+
+
+def test_search_by_words_and_meaning_and_more_like_this(assessed: Settings, tmp_path: Path) -> None:
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await pilot.press("slash")
+        await pilot.press(*"multilingual")
+        app.screen.query_one("#semantic").value = False  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.shown and all("multilingual" in app.index.rows[i].text for i in app.shown)
+        await pilot.press("escape")
+        assert len(app.shown) == len(app.index.rows)
+        await pilot.press("slash")
+        await pilot.press(*"speech recognition for African languages", "enter")
+        await settle(pilot)
+        top = app.index.rows[app.shown[0]].title.lower()
+        assert "african" in top or "multilingual" in top
+        assert "nearest to" in app.view_label()
+        current = app.current_id()
+        await pilot.press("M")
+        assert current not in app.shown and len(app.shown) >= 10
+        assert "more like" in app.view_label()
+
+    drive(app, script)
+
+
+def test_open_link_uses_the_browser(assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+    monkeypatch.setattr(ReviewApp, "open_url", lambda self, url, **kw: opened.append(url))
+    paper = Paper.create(title="Attention heads that copy", arxiv_id="arXiv:2401.01234v2")
+    reopen(assessed).upsert_papers([paper])
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        app.table.move_cursor(row=app.shown.index(paper.id))
+        await pilot.press("o")
+        assert opened == ["https://arxiv.org/abs/2401.01234"]
+        app.table.move_cursor(row=0)
+        await pilot.press("o")
+        assert len(opened) == 1  # no link: a notice, nothing opened
+
+    drive(app, script)
+
+
+def test_help_lists_every_binding(assessed: Settings, tmp_path: Path) -> None:
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = " ".join(d for _, d in app.screen.rows)
+        for action in ("Accept", "Reject", "Undo", "More like this", "Assess this paper", "Sort"):
+            assert action in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+    drive(app, script)
+
+
+def test_assess_runs_in_the_background_and_updates_the_queue(unassessed: Settings, tmp_path: Path) -> None:
+    app = make_app(unassessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        assert all(app.index.rows[i].relevance is None for i in app.shown)
+        first = app.current_id()
+        assert first is not None
+        await pilot.press("e")
+        await settle(pilot)
+        item = reopen(unassessed).get(first)
+        assert item is not None and item.assessment is not None
+        assert app.index.rows[first].relevance == item.assessment.relevance
+        assert "Assessed 1" in str(app.query_one("#status-line", Static).content)
+        await pilot.press("E")
+        await settle(pilot)
+        assert all(i.assessment for i in reopen(unassessed).iter_all())
+
+    drive(app, script)
+
+
+def test_store_errors_show_in_a_modal_and_the_ui_goes_on(
+    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(assessed, tmp_path)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise StoreError("cannot reach the Chroma server at http://127.0.0.1:9: connection refused")
+
+    async def script(pilot: Pilot[None]) -> None:
+        monkeypatch.setattr(app.store, "update_decision", broken)
+        await pilot.press("a")
+        assert isinstance(app.screen, ErrorScreen)
+        assert "connection refused" in app.screen.message
+        await pilot.press("escape")
+        monkeypatch.undo()
+        await pilot.press("a")
+        assert not isinstance(app.screen, ErrorScreen)
+        assert reopen(assessed).get(app.shown[0]).decision.status is Status.ACCEPTED  # type: ignore[union-attr]
+
+    drive(app, script)
+
+
+def test_the_queue_cache_makes_the_next_opening_skip_the_scan(assessed: Settings, tmp_path: Path) -> None:
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await pilot.press("a")
+
+    drive(app, script)
+    again = make_app(assessed, tmp_path)
+    assert again.index.built and len(again.index.rows) == 30
+    first = ranked_ids(reopen(assessed), tuple(Status))[0]
+    assert again.index.rows[first].status is Status.ACCEPTED
