@@ -15,6 +15,7 @@ from assistant.ingest.csvfile import parse_csv
 from assistant.ingest.dedupe import resolve
 from assistant.ingest.jsonfile import parse_json, parse_jsonl
 from assistant.ingest.listing import looks_like_listing, parse_listing
+from assistant.ingest.restore import RestoreResult, apply_restored
 from assistant.ingest.ris import looks_like_ris, parse_ris
 from assistant.models import Paper
 from assistant.store import Store
@@ -59,6 +60,7 @@ class FileReport:
     skipped: list[InputError] = field(default_factory=list)
     seconds: float = 0.0
     error: InputError | None = None
+    restored: int = 0  # papers whose decision or assessment a full JSONL record restored
 
     @property
     def ok(self) -> bool:
@@ -138,7 +140,10 @@ def ingest_files(
         report.skipped = result.errors
         if on_parsed:
             on_parsed(path, len(result.papers))
-        store_papers(store, result.papers, report, on_progress)
+        ids = store_papers(store, result.papers, report, on_progress)
+        if isinstance(result, RestoreResult) and result.restored:
+            report.restored, problems = apply_restored(store, result.restored, ids)
+            report.skipped += [InputError(problem, path=path) for problem in problems]
         report.seconds = time.perf_counter() - start
         reports.append(report)
     return reports
@@ -146,14 +151,17 @@ def ingest_files(
 
 def store_papers(
     store: Store, papers: list[Paper], report: FileReport, on_progress: Callable[[int], None] | None = None
-) -> None:
-    """Deduplicate against the store and upsert, chunk by chunk.
+) -> dict[str, str]:
+    """Deduplicate against the store and upsert, chunk by chunk; returns record id -> stored id.
 
     Counts are per record: `new` made a paper, `merged` added to a paper (stored, or earlier
     in the same file), `unchanged` told the store nothing it did not know.
     """
+    ids: dict[str, str] = {}
     for begin in range(0, len(papers), CHUNK):
-        chunk = resolve(store, papers[begin : begin + CHUNK])
+        given = papers[begin : begin + CHUNK]
+        chunk = resolve(store, given)
+        ids.update((a.id, b.id) for a, b in zip(given, chunk, strict=True))
         upserted = store.upsert_papers(chunk)
         created, changed = set(upserted.new), set(upserted.merged)
         for paper in chunk:
@@ -166,6 +174,7 @@ def store_papers(
                 report.unchanged += 1
         if on_progress:
             on_progress(len(chunk))
+    return ids
 
 
 def ingest_arxiv(

@@ -1,4 +1,8 @@
-"""JSON (an array of records, or an object holding one) and JSON Lines (one record a line)."""
+"""JSON (an array of records, or an object holding one) and JSON Lines (one record a line).
+
+A record with `paper` and `decision` objects is a full record from `triage export --format jsonl`:
+its paper is taken as exported and the rest is kept for restoring (assistant.ingest.restore).
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,25 @@ from pathlib import Path
 from typing import Any
 
 from assistant.errors import InputError
-from assistant.ingest.base import ParseResult
 from assistant.ingest.csljson import convert
 from assistant.ingest.records import RecordError, record_to_paper
+from assistant.ingest.restore import RestoreResult, is_full_record, parse_full_record
 
 _LIST_KEYS = ("papers", "items", "records", "data", "results")
 
 
-def parse_jsonl(path: Path, text: str) -> ParseResult:
-    result = ParseResult()
+def _add(result: RestoreResult, record: Any, source: str) -> None:
+    """Parse one record into `result`; raises RecordError."""
+    if is_full_record(record):
+        paper, restored = parse_full_record(record)
+        result.papers.append(paper)
+        result.restored[paper.id] = restored
+    else:
+        result.papers.append(record_to_paper(convert([record])[0], source))
+
+
+def parse_jsonl(path: Path, text: str) -> RestoreResult:
+    result = RestoreResult()
     source = f"jsonl:{path.name}"
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -29,13 +43,13 @@ def parse_jsonl(path: Path, text: str) -> ParseResult:
             )
             continue
         try:
-            result.papers.append(record_to_paper(convert([record])[0], source))
+            _add(result, record, source)
         except RecordError as exc:
             result.errors.append(InputError(str(exc), path=path, line=lineno))
     return result
 
 
-def parse_json(path: Path, text: str) -> ParseResult:
+def parse_json(path: Path, text: str) -> RestoreResult:
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -50,12 +64,12 @@ def parse_json(path: Path, text: str) -> ParseResult:
         data = data[key] if key else [data]
     if not isinstance(data, list):
         raise InputError("expected a list of paper records (or an object with a 'papers' list)", path=path)
-    result = ParseResult()
+    result = RestoreResult()
     source = f"json:{path.name}"
-    for number, record in enumerate(convert(data), start=1):
+    for number, record in enumerate(data, start=1):
         result.records += 1
         try:
-            result.papers.append(record_to_paper(record, source))
+            _add(result, record, source)
         except RecordError as exc:
             result.errors.append(InputError(str(exc), path=path, record=number))
     return result

@@ -1,0 +1,109 @@
+"""Exports: the registry of formats, the default order of papers, and atomic file writing.
+
+Each format is a module with `write(items, context) -> str`; `render` picks one by name.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from assistant.errors import TriageError
+from assistant.export import bib, csljson, html, jsonl, markdown, ris
+from assistant.export import csv as csv_format
+from assistant.export.common import ExportContext
+from assistant.models import StoredPaper
+
+__all__ = ["FORMATS", "ExportContext", "ExportFormat", "by_relevance", "format_named", "render", "write_file"]
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    name: str
+    suffixes: tuple[str, ...]
+    description: str
+    write: Callable[[Sequence[StoredPaper], ExportContext], str]
+
+
+FORMATS: dict[str, ExportFormat] = {
+    f.name: f
+    for f in (
+        ExportFormat("bib", (".bib", ".bibtex"), "BibTeX for LaTeX, biber, Zotero, JabRef", bib.write),
+        ExportFormat("ris", (".ris",), "RIS for Zotero, EndNote, Mendeley", ris.write),
+        ExportFormat(
+            "csl-json", (".json",), "CSL-JSON, Zotero's native format (and pandoc's)", csljson.write
+        ),
+        ExportFormat("csv", (".csv",), "a spreadsheet: one row per paper", csv_format.write),
+        ExportFormat("jsonl", (".jsonl", ".ndjson"), "everything, for a lossless re-import", jsonl.write),
+        ExportFormat("md", (".md", ".markdown"), "a Markdown reading list grouped by topic", markdown.write),
+        ExportFormat("html", (".html", ".htm"), "a self-contained web page, sortable", html.write),
+    )
+}
+
+
+def format_named(name: str | None, output: Path | None = None) -> ExportFormat:
+    """The format called `name`, else the one `output`'s extension names."""
+    known = ", ".join(FORMATS)
+    if name:
+        found = FORMATS.get(name.strip().lower())
+        if found is None:
+            raise TriageError(f"unknown export format {name!r}; one of: {known}")
+        return found
+    if output is not None:
+        suffix = output.suffix.lower()
+        for fmt in FORMATS.values():
+            if suffix in fmt.suffixes:
+                return fmt
+        raise TriageError(f"cannot tell the format from {output.name!r}: add --format ({known})")
+    raise TriageError(f"say which format: --format {'|'.join(FORMATS)} (or -o FILE with its extension)")
+
+
+def by_relevance(items: Sequence[StoredPaper]) -> list[StoredPaper]:
+    """Most relevant first, unassessed papers last; newer papers first among equals."""
+    return sorted(
+        items,
+        key=lambda i: (
+            i.assessment is None,
+            -(i.assessment.relevance if i.assessment else 0.0),
+            -(i.paper.day or 0),
+            i.paper.title.casefold(),
+        ),
+    )
+
+
+def render(fmt: ExportFormat | str, items: Sequence[StoredPaper], context: ExportContext) -> str:
+    chosen = fmt if isinstance(fmt, ExportFormat) else format_named(fmt)
+    return chosen.write(items, context)
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically: a temporary file beside it, then a rename."""
+    path = path.expanduser()
+    parent = path.parent
+    if not parent.is_dir():
+        raise TriageError(f"cannot write {path}: the directory {parent} does not exist")
+    if path.is_dir():
+        raise TriageError(f"cannot write {path}: it is a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise TriageError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise TriageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
