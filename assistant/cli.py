@@ -450,8 +450,8 @@ def demo(
         papers_table(ranked_items(top), f"Top {top} by relevance (offline engine)", width=console.width)
     )
     console.print(
-        "Next: 'triage show ID' for a paper's assessment, 'triage search TEXT', "
-        "'triage ingest FILE' for your own papers."
+        "Next: 'triage review' to go through the queue with the keyboard, "
+        "'triage show ID' for a paper's assessment, 'triage ingest FILE' for your own papers."
     )
 
 
@@ -460,6 +460,6 @@ def entrypoint() -> None:
 
 
 # Commands defined in their own modules register themselves on `app` when imported.
-from assistant import cli_tag  # noqa: E402
+from assistant import cli_export, cli_lists, cli_review, cli_tag  # noqa: E402
 
-__all__ = ["app", "cli_tag", "entrypoint"]
+__all__ = ["app", "cli_export", "cli_lists", "cli_review", "cli_tag", "entrypoint"]

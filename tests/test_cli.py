@@ -21,7 +21,8 @@ def run(*args: str):  # type: ignore[no-untyped-def]
 def test_help_documents_every_command() -> None:
     result = run("--help")
     assert result.exit_code == 0
-    for command in ("ingest", "search", "stats", "doctor", "tag", "ranked", "show", "agenda", "init", "demo"):
+    commands = ("ingest", "search", "stats", "doctor", "tag", "ranked", "show", "agenda", "init", "demo")
+    for command in (*commands, "review", "mark", "note"):
         assert command in result.output
     assert "TRIAGE_STORE" in result.output
 

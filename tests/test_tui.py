@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Label, OptionList, Static, TextArea
+from tui_support import agenda, copy_store, detail_text, drive, ranked_ids, settle, template
 
 from assistant.config import Settings
 from assistant.errors import StoreError
@@ -16,7 +17,6 @@ from assistant.models import Paper, Status
 from assistant.store import Store
 from assistant.tui.app import ReviewApp
 from assistant.tui.screens import ErrorScreen, FilterScreen, HelpScreen, ListsScreen
-from tui_support import agenda, copy_store, detail_text, drive, ranked_ids, settle, template
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,9 @@ def unassessed(templates: Path, tmp_path: Path) -> Settings:
 
 
 def make_app(settings: Settings, tmp_path: Path, refresh: float = 60.0) -> ReviewApp:
-    return ReviewApp(Store.open(settings), settings, agenda(), cache_dir=tmp_path / "cache", refresh_every=refresh)
+    return ReviewApp(
+        Store.open(settings), settings, agenda(), cache_dir=tmp_path / "cache", refresh_every=refresh
+    )
 
 
 def reopen(settings: Settings) -> Store:
@@ -212,7 +214,9 @@ def test_search_by_words_and_meaning_and_more_like_this(assessed: Settings, tmp_
     drive(app, script)
 
 
-def test_open_link_uses_the_browser(assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_link_uses_the_browser(
+    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     opened: list[str] = []
     monkeypatch.setattr(ReviewApp, "open_url", lambda self, url, **kw: opened.append(url))
     paper = Paper.create(title="Attention heads that copy", arxiv_id="arXiv:2401.01234v2")

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 from textual.pilot import Pilot
+from tui_support import agenda, drive, fill
 
 from assistant.agenda import example_agenda_text
 from assistant.config import Settings
 from assistant.models import Status
 from assistant.store import Store
 from assistant.tui.app import ReviewApp
-from tui_support import agenda, drive, fill
 
 
 def test_assessments_from_a_concurrent_tag_appear_and_no_decision_is_lost(

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
+from tui_support import SIZE, agenda, copy_store, settle, template
 
 from assistant.store import Store
 from assistant.tui.app import ReviewApp
-from tui_support import SIZE, agenda, copy_store, settle, template
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,9 @@ def assessed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def app(assessed_template: Path, tmp_path: Path) -> ReviewApp:
     settings = copy_store(assessed_template, tmp_path / "store")
-    return ReviewApp(Store.open(settings), settings, agenda(), cache_dir=tmp_path / "cache", refresh_every=600)
+    return ReviewApp(
+        Store.open(settings), settings, agenda(), cache_dir=tmp_path / "cache", refresh_every=600
+    )
 
 
 def shot(snap_compare: Any, app: ReviewApp, *keys: str) -> None:

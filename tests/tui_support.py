@@ -32,7 +32,9 @@ def agenda() -> Agenda:
 def fill(store: Store, n: int = 30, assess: bool = True) -> None:
     """n sample papers, assessed offline with a fixed assessment time (for stable screens)."""
     papers = [
-        Paper.create(**{k: v for k, v in r.items() if k in Paper.model_fields and k != "id"}, sources=["sample"])
+        Paper.create(
+            **{k: v for k, v in r.items() if k in Paper.model_fields and k != "id"}, sources=["sample"]
+        )
         for r in sample_records(n)
     ]
     store.upsert_papers(papers)
@@ -58,7 +60,9 @@ def copy_store(template_path: Path, dest: Path) -> Settings:
     return load_settings(store=dest)
 
 
-def drive(app: ReviewApp, script: Callable[[Pilot[None]], Awaitable[None]], size: tuple[int, int] = SIZE) -> None:
+def drive(
+    app: ReviewApp, script: Callable[[Pilot[None]], Awaitable[None]], size: tuple[int, int] = SIZE
+) -> None:
     async def main() -> None:
         async with app.run_test(size=size) as pilot:
             await settle(pilot)
