@@ -457,8 +457,26 @@ class Store:
         return sorted(counts, key=lambda t: (-counts[t], t))[:limit]
 
     def set_decision(self, paper_id: str, decision: Decision) -> None:
-        self._require([paper_id])
-        self.collection.update(ids=[paper_id], metadatas=[decision_metadata(decision)])
+        self.set_decisions({paper_id: decision})
+
+    def set_decisions(self, decisions: dict[str, Decision]) -> None:
+        """Record decisions (metadata only), in batches."""
+        ids = list(decisions)
+        self._require(ids)
+        for start in range(0, len(ids), self._batch):
+            chunk = ids[start : start + self._batch]
+            self.collection.update(ids=chunk, metadatas=[decision_metadata(decisions[i]) for i in chunk])
+
+    def set_added(self, added: dict[str, datetime]) -> None:
+        """Set when papers were first added (a restore keeps the original time)."""
+        ids = list(added)
+        self._require(ids)
+        stamp = time.time()
+        for start in range(0, len(ids), self._batch):
+            chunk = ids[start : start + self._batch]
+            self.collection.update(
+                ids=chunk, metadatas=[{"added_at": added[i].isoformat(), "touched": stamp} for i in chunk]
+            )
 
     def update_decision(self, paper_id: str, **changes: Any) -> Decision:
         """Change some fields of a paper's decision and return the new decision."""

@@ -325,6 +325,7 @@ def test_jsonl_round_trip_restores_everything(
         assert got.paper == item.paper
         assert got.assessment == item.assessment
         assert got.decision == item.decision
+        assert got.added_at == item.added_at  # a digest of the restored store sees nothing new
     lists = {rl.name: rl.description for rl in ReadingLists(fresh).all()}
     assert lists == {"Reading group": "Thursday <b>papers</b> & more", "Zürich seminar": ""}
     assert sorted(ReadingLists(fresh).members("Reading group")) == sorted([A.id, B.id])

@@ -32,6 +32,7 @@ class Restored:
     decision: Decision
     assessment: Assessment | None = None
     lists: dict[str, str] = field(default_factory=dict)  # name -> description
+    added_at: datetime | None = None
 
 
 @dataclass
@@ -82,7 +83,13 @@ def parse_full_record(record: dict[str, Any]) -> tuple[Paper, Restored]:
     lists = {str(n): str(d or "") for n, d in raw_lists.items()}
     for name in decision.lists:
         lists.setdefault(name, "")
-    return paper, Restored(decision, assessment, lists)
+    added_at = None
+    if record.get("added_at"):
+        try:
+            added_at = datetime.fromisoformat(str(record["added_at"]))
+        except ValueError:
+            raise RecordError(f"'added_at' must be an ISO date-time, got {record['added_at']!r}") from None
+    return paper, Restored(decision, assessment, lists, added_at)
 
 
 def _stamp(value: datetime | None) -> float:
@@ -113,6 +120,8 @@ def apply_restored(store: Store, restored: dict[str, Restored], ids: dict[str, s
             problems.append(str(exc))
             bad.add(name)
     assessments: dict[str, Assessment] = {}
+    decisions: dict[str, Decision] = {}
+    added: dict[str, datetime] = {}
     changed: set[str] = set()
     for item in store.get_many(list(targets)):
         pid, state = item.paper.id, targets[item.paper.id]
@@ -121,13 +130,19 @@ def apply_restored(store: Store, restored: dict[str, Restored], ids: dict[str, s
         )
         decision = merge_decision(item.decision, incoming)
         if decision != item.decision:
-            store.set_decision(pid, decision)
+            decisions[pid] = decision
             changed.add(pid)
+        if state.added_at is not None and (item.added_at is None or state.added_at < item.added_at):
+            added[pid] = state.added_at  # the paper keeps its first arrival: a digest does not see it as new
         new = state.assessment
         if new is not None and (item.assessment is None or new.created_at > item.assessment.created_at):
             if new != item.assessment:
                 assessments[pid] = new
                 changed.add(pid)
+    if decisions:
+        store.set_decisions(decisions)
+    if added:
+        store.set_added(added)
     if assessments:
         store.set_assessments(assessments)
     return len(changed), problems
