@@ -23,6 +23,13 @@ from assistant.selection import Selection, parse_when
 DEFAULT_QUERY_LIMIT = 50
 _FORMAT_HELP = "; ".join(f"{f.name}: {f.description}" for f in FORMATS.values())
 
+OutputOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--output", "-o", help="Write to FILE (atomically) instead of standard output.", show_default=False
+    ),
+]
+
 
 def optional_agenda() -> Agenda | None:
     """The agenda if there is one (a broken agenda is still an error)."""
@@ -104,15 +111,7 @@ def export(
             "--format", "-f", help=f"{_FORMAT_HELP}. Default: from -o's extension.", show_default=False
         ),
     ] = None,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Write to FILE (atomically) instead of standard output.",
-            show_default=False,
-        ),
-    ] = None,
+    output: OutputOption = None,
 ) -> None:
     """Export papers (a reading list or any filtered set) in a standard format."""
     chosen = format_named(fmt, output)
@@ -179,15 +178,7 @@ def select(selection: Selection, query: str | None, limit: int | None) -> list[S
 def digest(
     since: Annotated[str, typer.Option(help="New since: an age (7d, 2w, 1m) or a date (2024-05-01).")] = "7d",
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="At most N papers per topic.")] = 5,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Write to FILE (atomically) instead of standard output.",
-            show_default=False,
-        ),
-    ] = None,
+    output: OutputOption = None,
 ) -> None:
     """A Markdown digest of the best new papers per agenda topic, for a cron job or an email.
 
