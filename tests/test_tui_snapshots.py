@@ -32,6 +32,8 @@ def shot(snap_compare: Any, app: ReviewApp, *keys: str) -> None:
         for key in keys:
             await pilot.press(key)
             await settle(pilot)
+        await pilot.pause(0.4)  # the background count of the view
+        await settle(pilot)
 
     assert snap_compare(app, run_before=before, terminal_size=SIZE)
 

@@ -264,8 +264,9 @@ class ReviewApp(App[None]):
             table.move_cursor(row=self.shown.index(keep), animate=False)
         self.matching = None
         self.update_summary()
-        self.count_view()
         self.show_detail()
+        # Counting a large view takes a while: start it once this keypress has been drawn.
+        self.set_timer(0.3, self.count_view)
 
     def load_more(self) -> None:
         rows = list(itertools.islice(self._rows, PAGE))
@@ -320,7 +321,6 @@ class ReviewApp(App[None]):
                     self.table.update_cell(row.id, key, cell)
         if self.current_id() in {r.id for r in rows}:
             self.show_detail()
-        self.count_view()
 
     # -- workers ------------------------------------------------------------------------
 
