@@ -100,6 +100,13 @@ class Row:
         )
 
 
+BINS = 10
+
+
+def _bin(relevance: float) -> int:
+    return max(0, min(BINS - 1, int(relevance * BINS / 10)))
+
+
 def _sort_key(sort: Sort) -> Callable[[Row], Any]:
     # Ties break on the newer paper, then the id, so the order is stable.
     if sort is Sort.RELEVANCE:
@@ -123,6 +130,8 @@ class QueueIndex:
     rows: dict[str, Row] = field(default_factory=dict)
     stamp: float = 0.0
     _orders: dict[Sort, list[str]] = field(default_factory=dict)
+    _counts: Counter[Status] | None = None
+    _histogram: list[int] | None = None
 
     # -- building and refreshing -------------------------------------------------------
 
@@ -156,6 +165,7 @@ class QueueIndex:
                 on_progress(n, total)
         self.rows = rows
         self._orders.clear()
+        self._counts = self._histogram = None
         self.stamp = started
         if on_progress:
             on_progress(len(rows), total)
@@ -174,6 +184,14 @@ class QueueIndex:
             old = self.rows.get(row.id)
             if old == row:
                 continue
+            if self._counts is not None:
+                if old is not None:
+                    self._counts[old.status] -= 1
+                self._counts[row.status] += 1
+            if self._histogram is not None:
+                for r, step in ((old, -1), (row, 1)):
+                    if r is not None and r.relevance is not None:
+                        self._histogram[_bin(r.relevance)] += step
             for sort, order in self._orders.items():
                 key = _sort_key(sort)
                 if old is not None:
@@ -233,15 +251,20 @@ class QueueIndex:
                 yield row
 
     def counts(self) -> Counter[Status]:
-        return Counter(r.status for r in self.rows.values())
+        """Papers by status (kept up to date as rows change)."""
+        if self._counts is None:
+            self._counts = Counter(r.status for r in self.rows.values())
+        return self._counts
 
-    def histogram(self, bins: int = 10) -> list[int]:
-        """How many assessed papers fall in each relevance band of the 0-10 scale."""
-        out = [0] * bins
-        for r in self.rows.values():
-            if r.relevance is not None:
-                out[min(bins - 1, int(r.relevance * bins / 10))] += 1
-        return out
+    def histogram(self) -> list[int]:
+        """How many assessed papers fall in each unit band of the 0-10 relevance scale."""
+        if self._histogram is None:
+            out = [0] * BINS
+            for r in self.rows.values():
+                if r.relevance is not None:
+                    out[_bin(r.relevance)] += 1
+            self._histogram = out
+        return self._histogram
 
     def vocabulary(self) -> list[str]:
         """Tags in use, most used first."""

@@ -78,6 +78,7 @@ def test_decisions_advance_to_the_next_undecided_and_are_written_at_once(
     async def script(pilot: Pilot[None]) -> None:
         await pilot.press("a")
         assert app.current_id() == ids[1]
+        assert "accepted 1" in str(app.query_one("#summary", Static).content)  # the header counts at once
         await pilot.press("x", "m", "s")
         assert app.current_id() == ids[4]
         store = reopen(assessed)
@@ -280,7 +281,7 @@ def test_store_errors_show_in_a_modal_and_the_ui_goes_on(
         raise StoreError("cannot reach the Chroma server at http://127.0.0.1:9: connection refused")
 
     async def script(pilot: Pilot[None]) -> None:
-        monkeypatch.setattr(app.store, "update_decision", broken)
+        monkeypatch.setattr(app.store, "set_decision", broken)
         await pilot.press("a")
         assert isinstance(app.screen, ErrorScreen)
         assert "connection refused" in app.screen.message

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,7 +21,7 @@ from assistant.agenda import Agenda
 from assistant.config import Settings
 from assistant.index import REFRESH_OVERLAP, QueueIndex, Row, Sort
 from assistant.lists import ReadingLists
-from assistant.models import Decision, Status, StoredPaper
+from assistant.models import Decision, Status, StoredPaper, now_utc
 from assistant.selection import Selection
 from assistant.store import Store
 from assistant.triage.assess import assess_papers
@@ -43,6 +44,7 @@ from assistant.tui.widgets import Detail, Summary, row_cells
 
 PAGE = 100  # rows added to the table at a time
 PREFETCH = 25  # load the next page when the cursor is this close to the end
+KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
 UNDECIDED = (Status.NEW, Status.MAYBE)
 VIEWS: list[tuple[str, tuple[Status, ...], bool]] = [
     ("undecided", UNDECIDED, False),
@@ -247,18 +249,23 @@ class ReviewApp(App[None]):
             return (rows[i] for i in self.pinned if i in rows and self.in_view(rows[i]))
         return self.index.view(self.selection, self.sort, self.text, always=self.sticky)
 
-    def reload(self, keep: str | None = None) -> None:
-        """Show the current view from its top (or with `keep` highlighted if it is in it)."""
-        keep = keep or self.current_id()
+    def reload(self, keep_current: bool = True) -> None:
+        """Show the current view, with the highlighted paper still highlighted if it is in the
+        view's first pages (else from the top)."""
+        keep = self.current_id() if keep_current else None
         table = self.table
         table.clear()
         self.shown = []
         self._rows = self._iter_rows()
         self._exhausted = False
         self.load_more()
-        if keep and keep not in self.shown:
-            # Bring the kept paper into the table if it is further down the view.
-            while not self._exhausted and keep not in self.shown and len(self.shown) < 5000:
+        if (
+            keep
+            and keep not in self.shown
+            and keep in self.index.rows
+            and self.in_view(self.index.rows[keep])
+        ):
+            while not self._exhausted and keep not in self.shown and len(self.shown) < KEEP_DEPTH:
                 self.load_more()
         if keep in self.shown:
             table.move_cursor(row=self.shown.index(keep), animate=False)
@@ -313,13 +320,13 @@ class ReviewApp(App[None]):
         self.index.apply(rows)
         self.redraw(rows)
 
-    def redraw(self, rows: list[Row]) -> None:
+    def redraw(self, rows: list[Row], detail: bool = True) -> None:
         shown = set(self.shown)
         for row in rows:
             if row.id in shown:
                 for (_, key), cell in zip(COLUMNS, row_cells(row), strict=True):
                     self.table.update_cell(row.id, key, cell)
-        if self.current_id() in {r.id for r in rows}:
+        if detail and self.current_id() in {r.id for r in rows}:
             self.show_detail()
 
     # -- workers ------------------------------------------------------------------------
@@ -411,13 +418,25 @@ class ReviewApp(App[None]):
     # -- actions: decisions ---------------------------------------------------------------
 
     def _decide(self, pid: str, **changes: Any) -> None:
+        """Write a decision change at once, remember the old one for undo, redraw the row."""
         before = self.store.get(pid)
         if before is None:
             raise RuntimeError(f"paper {pid} is no longer in the store")
-        self.store.update_decision(pid, **changes)
+        decision = before.decision.model_copy(update={**changes, "decided_at": now_utc()})
+        self.store.set_decision(pid, decision)
         self.undo_stack.append((pid, before.decision))
         self.sticky.add(pid)
-        self.update_rows([pid])
+        engine_tags = before.assessment.tags if before.assessment else []
+        row = replace(
+            self.index.rows[pid],
+            status=decision.status,
+            starred=decision.starred,
+            lists=tuple(decision.lists),
+            tags=tuple(dict.fromkeys([*decision.tags, *engine_tags])),
+        )
+        self.index.apply([row])
+        self.redraw([row], detail=False)
+        self.update_summary()
 
     @guarded
     def action_decide(self, status: str) -> None:
@@ -425,6 +444,8 @@ class ReviewApp(App[None]):
         if pid:
             self._decide(pid, status=Status(status))
             self.next_undecided()
+            if self.current_id() == pid:
+                self.show_detail()
 
     @guarded
     def action_star(self) -> None:
@@ -432,6 +453,8 @@ class ReviewApp(App[None]):
         if pid:
             self._decide(pid, starred=not self.index.rows[pid].starred)
             self.next_undecided()
+            if self.current_id() == pid:
+                self.show_detail()
 
     def next_undecided(self) -> None:
         """Move to the next paper below that has no decision yet (loading pages as needed)."""
@@ -478,6 +501,7 @@ class ReviewApp(App[None]):
         def done(app: ReviewApp, tags: list[str] | None) -> None:
             if tags is not None and pid:
                 app._decide(pid, tags=tags)
+                app.show_detail()
 
         self.push_screen(TagsScreen(item.decision.tags, self.index.vocabulary()), lambda t: done(self, t))
 
@@ -491,6 +515,7 @@ class ReviewApp(App[None]):
         def done(app: ReviewApp, note: str | None) -> None:
             if note is not None and pid:
                 app._decide(pid, note=note)
+                app.show_detail()
 
         self.push_screen(NoteScreen(item.decision.note), lambda n: done(self, n))
 
@@ -540,9 +565,7 @@ class ReviewApp(App[None]):
 
     def pin(self, ids: list[str], label: str) -> None:
         self.pinned, self.pinned_label = ids, label
-        self.reload()
-        self.table.move_cursor(row=0, animate=False)
-        self.show_detail()
+        self.reload(keep_current=False)
 
     def action_search(self) -> None:
         @guarded
@@ -554,8 +577,7 @@ class ReviewApp(App[None]):
                 app.pin([h.item.paper.id for h in hits], f"nearest to “{request.text}”")
             else:
                 app.pinned, app.text = None, request.text
-                app.reload()
-                app.table.move_cursor(row=0, animate=False)
+                app.reload(keep_current=False)
 
         self.push_screen(SearchScreen(), lambda r: done(self, r))
 
@@ -584,7 +606,7 @@ class ReviewApp(App[None]):
             selection = Selection(**{**self.selection.__dict__, "statuses": statuses, "starred": starred})
         self.view_name, self.selection = name, selection
         self.sticky.clear()
-        self.reload()
+        self.reload(keep_current=False)
 
     def action_cycle_view(self) -> None:
         names = [v[0] for v in VIEWS]
