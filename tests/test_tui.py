@@ -305,3 +305,23 @@ def test_the_queue_cache_makes_the_next_opening_skip_the_scan(assessed: Settings
     assert again.index.built and len(again.index.rows) == 30
     first = ranked_ids(reopen(assessed), tuple(Status))[0]
     assert again.index.rows[first].status is Status.ACCEPTED
+
+
+def test_the_queue_is_read_a_page_at_a_time_as_the_cursor_moves(
+    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import assistant.tui.app as tui_app
+
+    monkeypatch.setattr(tui_app, "PAGE", 8)
+    monkeypatch.setattr(tui_app, "PREFETCH", 3)
+    app = make_app(assessed, tmp_path)
+    expected = ranked_ids(reopen(assessed))
+
+    async def script(pilot: Pilot[None]) -> None:
+        assert app.shown == expected[:8]
+        await pilot.press(*["j"] * 5)
+        assert app.shown == expected[:16]  # the next page arrived before the cursor reached the end
+        await pilot.press(*["j"] * 30)
+        assert app.shown == expected and app.current_id() == expected[-1]
+
+    drive(app, script)

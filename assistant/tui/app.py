@@ -42,8 +42,8 @@ from assistant.tui.screens import (
 )
 from assistant.tui.widgets import Detail, Summary, row_cells
 
-PAGE = 100  # rows added to the table at a time
-PREFETCH = 25  # load the next page when the cursor is this close to the end
+PAGE = 60  # rows added to the table at a time (a screenful and a half)
+PREFETCH = 20  # load the next page when the cursor is this close to the end
 KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
 UNDECIDED = (Status.NEW, Status.MAYBE)
 VIEWS: list[tuple[str, tuple[Status, ...], bool]] = [
