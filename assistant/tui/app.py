@@ -324,8 +324,10 @@ class ReviewApp(App[None]):
         shown = set(self.shown)
         for row in rows:
             if row.id in shown:
-                for (_, key), cell in zip(COLUMNS, row_cells(row), strict=True):
-                    self.table.update_cell(row.id, key, cell)
+                current = self.table.get_row(row.id)
+                for (_, key), cell, old in zip(COLUMNS, row_cells(row), current, strict=True):
+                    if cell != old:  # each update makes the table redraw its rows: only what changed
+                        self.table.update_cell(row.id, key, cell)
         if detail and self.current_id() in {r.id for r in rows}:
             self.show_detail()
 
