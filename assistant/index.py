@@ -30,7 +30,7 @@ from assistant.models import Status
 from assistant.selection import Selection
 from assistant.store import Store
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 # A refresh re-reads papers stamped this long before the previous refresh: a writer stamps a
 # paper a moment before its write commits, and clocks of processes sharing a server differ.
 REFRESH_OVERLAP = 10.0
@@ -49,7 +49,7 @@ class Row:
 
     id: str
     title: str
-    first_author: str
+    authors: tuple[str, ...]
     relevance: float | None
     topics: dict[str, int] | None
     engine: str | None
@@ -62,10 +62,11 @@ class Row:
     lists: tuple[str, ...]
     sources: tuple[str, ...]
     failed: bool
+    touched: float = field(default=0.0, compare=False)  # when the paper was last written
     text: str = field(default="", compare=False)  # what keyword search looks in, casefolded
 
     def __post_init__(self) -> None:
-        self.text = f"{self.title} {self.first_author} {' '.join(self.tags)}".casefold()
+        self.text = f"{self.title} {' '.join(self.authors)} {' '.join(self.tags)}".casefold()
 
     @classmethod
     def from_metadata(cls, pid: str, meta: dict[str, Any]) -> Row:
@@ -82,7 +83,7 @@ class Row:
         return cls(
             id=pid,
             title=str(meta.get("title") or pid),
-            first_author=str((meta.get("authors") or [""])[0]),
+            authors=tuple(meta.get("authors") or ()),
             relevance=float(meta["relevance"])
             if topics is not None and meta.get("relevance") is not None
             else None,
@@ -97,6 +98,7 @@ class Row:
             lists=tuple(meta.get("lists") or ()),
             sources=tuple(meta.get("sources") or ()),
             failed=bool(meta.get("failed")),
+            touched=float(meta.get("touched") or 0.0),
         )
 
 

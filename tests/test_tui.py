@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, Label, OptionList, Static, TextArea
+from textual.widgets import DataTable, Input, OptionList, Static, TextArea
 from tui_support import agenda, copy_store, detail_text, drive, ranked_ids, settle, template
 
 from assistant.config import Settings
@@ -16,7 +16,7 @@ from assistant.lists import ReadingLists
 from assistant.models import Paper, Status
 from assistant.store import Store
 from assistant.tui.app import ReviewApp
-from assistant.tui.screens import ErrorScreen, FilterScreen, HelpScreen, ListsScreen
+from assistant.tui.screens import ErrorScreen, FilterScreen, HelpScreen, ListsScreen, NoteScreen
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +181,7 @@ def test_views_filters_and_sorts_combine(assessed: Settings, tmp_path: Path) -> 
         app.screen.query_one("#min_score", Input).value = "eleven"
         await pilot.click("#apply")
         assert isinstance(app.screen, FilterScreen)  # a bad value is explained, not applied
-        assert "number" in str(app.screen.query_one("#problem", Label).content)
+        assert "number" in str(app.screen.query_one("#problem", Static).content)
         await pilot.press("escape")
         await pilot.press("S")
         assert app.sort is Sort.NEWEST
@@ -221,7 +221,7 @@ def test_open_link_uses_the_browser(
     assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     opened: list[str] = []
-    monkeypatch.setattr(ReviewApp, "open_url", lambda self, url, **kw: opened.append(url))
+    monkeypatch.setattr("webbrowser.open", lambda url, *a, **kw: opened.append(url) or True)
     paper = Paper.create(title="Attention heads that copy", arxiv_id="arXiv:2401.01234v2")
     reopen(assessed).upsert_papers([paper])
     app = make_app(assessed, tmp_path)
@@ -233,6 +233,13 @@ def test_open_link_uses_the_browser(
         app.table.move_cursor(row=0)
         await pilot.press("o")
         assert len(opened) == 1  # no link: a notice, nothing opened
+        # No browser on this machine (an SSH session): the link is shown, not "opened".
+        monkeypatch.setattr("webbrowser.open", lambda url, *a, **kw: False)
+        app.table.move_cursor(row=app.shown.index(paper.id))
+        await pilot.press("o")
+        await pilot.pause()
+        notices = [n.message for n in app._notifications]
+        assert any("No browser found" in m and "2401.01234" in m for m in notices)
 
     drive(app, script)
 
@@ -323,5 +330,112 @@ def test_the_queue_is_read_a_page_at_a_time_as_the_cursor_moves(
         assert app.shown == expected[:16]  # the next page arrived before the cursor reached the end
         await pilot.press(*["j"] * 30)
         assert app.shown == expected and app.current_id() == expected[-1]
+
+    drive(app, script)
+
+
+def test_undo_after_a_refresh_brings_the_paper_back_and_fixes_the_counts(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    app = make_app(assessed, tmp_path)
+    first = ranked_ids(reopen(assessed))[0]
+
+    async def script(pilot: Pilot[None]) -> None:
+        await pilot.press("x", "r")
+        await settle(pilot)
+        assert first not in app.shown  # rejected papers leave the undecided view on refresh
+        await pilot.press("u")
+        assert app.current_id() == first
+        assert reopen(assessed).get(first).decision.status is Status.NEW  # type: ignore[union-attr]
+        summary = str(app.query_one("#summary", Static).content)
+        assert "rejected 0" in summary and "new 30" in summary
+
+    drive(app, script)
+
+
+def test_an_edited_agenda_is_taken_in_and_marks_old_assessments_stale(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    app = make_app(assessed, tmp_path)
+    first = ranked_ids(reopen(assessed))[0]
+
+    async def script(pilot: Pilot[None]) -> None:
+        assert "stale" not in detail_text(app)
+        assessed.agenda_path.write_text("## Speech recognition\n\nAcoustic models.\n", encoding="utf-8")
+        await pilot.press("r")
+        await settle(pilot)
+        assert app.agenda is not None and app.agenda.topics[0].name == "Speech recognition"
+        assert "stale" in detail_text(app)
+        await pilot.press("e")
+        await settle(pilot)
+        item = reopen(assessed).get(first)
+        assert item is not None and item.assessment is not None
+        assert [t.topic for t in item.assessment.topics] == ["Speech recognition"]
+        assert "stale" not in detail_text(app)
+
+    drive(app, script)
+
+
+def test_narrow_terminals_show_the_detail_on_enter_and_keys_move_to_the_ends(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    app = make_app(assessed, tmp_path)
+    expected = ranked_ids(reopen(assessed))
+
+    async def script(pilot: Pilot[None]) -> None:
+        assert app.query_one("#detail-pane").display
+        await pilot.resize_terminal(90, 30)
+        await settle(pilot)
+        assert app.query_one("#detail-pane").display is False and app.table.display
+        await pilot.press("enter")
+        assert app.query_one("#detail-pane").display and not app.table.display
+        await pilot.press("enter")
+        assert app.table.display
+        await pilot.press("end")
+        assert app.current_id() == expected[-1]
+        await pilot.press("g")
+        assert app.current_id() == expected[0]
+
+    drive(app, script)
+
+
+def test_word_search_finds_every_author_and_the_detail_follows_outside_writes(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    store = reopen(assessed)
+    items = [i for i in store.iter_all() if len(i.paper.authors) >= 3]
+    coauthor = items[0].paper.authors[-1]
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await pilot.press("slash")
+        await pilot.press(*coauthor)
+        app.screen.query_one("#semantic").value = False  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await settle(pilot)
+        assert items[0].paper.id in app.shown
+        # Another process writes a note on the highlighted paper: the detail pane shows it.
+        current = app.current_id()
+        assert current is not None
+        reopen(assessed).update_decision(current, note="Written from the shell.")
+        await pilot.press("r")
+        await settle(pilot)
+        assert "Written from the shell." in detail_text(app)
+
+    drive(app, script)
+
+
+def test_escape_in_the_note_editor_asks_before_discarding(assessed: Settings, tmp_path: Path) -> None:
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        pid = app.current_id()
+        await pilot.press("n")
+        app.screen.query_one(TextArea).text = "half a thought"
+        await pilot.press("escape")
+        assert isinstance(app.screen, NoteScreen)  # still open, with a warning
+        await pilot.press("escape")
+        assert not isinstance(app.screen, NoteScreen)
+        assert reopen(assessed).get(pid).decision.note == ""  # type: ignore[arg-type, union-attr]
 
     drive(app, script)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 import itertools
+import time
+import webbrowser
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -17,8 +19,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState
 
-from assistant.agenda import Agenda
+from assistant.agenda import Agenda, load_agenda
 from assistant.config import Settings
+from assistant.errors import TriageError
 from assistant.index import REFRESH_OVERLAP, QueueIndex, Row, Sort
 from assistant.lists import ReadingLists
 from assistant.models import Decision, Status, StoredPaper, now_utc
@@ -40,10 +43,12 @@ from assistant.tui.screens import (
     SearchScreen,
     TagsScreen,
 )
-from assistant.tui.widgets import Detail, Summary, row_cells
+from assistant.tui.widgets import Detail, QueueTable, Summary, row_cells
 
 PAGE = 60  # rows added to the table at a time (a screenful and a half)
 PREFETCH = 20  # load the next page when the cursor is this close to the end
+NARROW = 150  # below this many columns the detail pane is shown on demand (enter)
+FIXED_COLUMNS = 11 + 18 + 10 + 12 + 2 * 5 + 3  # relevance, tags, status, source, cell padding, edges
 KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
 UNDECIDED = (Status.NEW, Status.MAYBE)
 VIEWS: list[tuple[str, tuple[Status, ...], bool]] = [
@@ -55,6 +60,7 @@ VIEWS: list[tuple[str, tuple[Status, ...], bool]] = [
     ("starred", (), True),
     ("all", (), False),
 ]
+COLUMN_WIDTHS = {"rel": 11, "tags": 18, "status": 10, "source": 12}
 COLUMNS = (
     ("relevance", "rel"),
     ("title", "title"),
@@ -80,6 +86,17 @@ def guarded(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
 class ReviewApp(App[None]):
     """Review the ranked queue: read, decide, tag, note, file into lists, search."""
 
@@ -103,6 +120,9 @@ class ReviewApp(App[None]):
         Binding("f", "filter", "Filter", id="filter"),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("q", "quit", "Quit", id="quit"),
+        Binding(
+            "enter", "toggle_detail", "Detail", id="detail", tooltip="The detail pane full width, or back"
+        ),
         Binding("j", "cursor(1)", "Next paper", show=False),
         Binding("k", "cursor(-1)", "Previous paper", show=False),
         Binding("M", "more_like_this", "More like this", show=False),
@@ -127,6 +147,7 @@ class ReviewApp(App[None]):
         self.store = store
         self.settings = settings
         self.agenda = agenda
+        self._agenda_mtime = _mtime(settings.agenda_path) if agenda is not None else None
         self.cache_dir = cache_dir
         self.refresh_every = refresh_every
         self.index = QueueIndex.open(store, cache_dir)
@@ -150,13 +171,15 @@ class ReviewApp(App[None]):
         self.matching: int | None = None
         self.note = ""
         self._refresh_failed = False
+        self._detail_shown_at = 0.0
+        self.title_width = 46
 
     # -- layout ---------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield Summary(id="summary")
         with Horizontal(id="main"):
-            yield DataTable(id="queue", cursor_type="row", zebra_stripes=True)
+            yield QueueTable(id="queue", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="detail-pane"):
                 yield Detail(id="detail")
         yield Static("", id="status-line")
@@ -167,19 +190,38 @@ class ReviewApp(App[None]):
         return self.query_one("#queue", DataTable)
 
     def on_mount(self) -> None:
-        table = self.table
-        table.add_column("relevance", key="rel", width=11)
-        table.add_column("title", key="title", width=46)
-        table.add_column("tags", key="tags", width=24)
-        table.add_column("status", key="status", width=10)
-        table.add_column("source", key="source", width=18)
+        self.fit(self.size.width)  # the columns, and the queue if the index is cached
         if self.index.built:
-            self.reload()
             self.refresh_store()
         else:
             self.say("Indexing the store for the queue (once; later openings read the cache)…")
             self.build_index()
-        self.set_interval(self.refresh_every, self.refresh_store)
+        self.set_interval(self.refresh_every, self.tick)
+
+    def tick(self) -> None:
+        self.check_agenda()
+        self.refresh_store()
+
+    def check_agenda(self) -> None:
+        """Take in an edited agenda: new assessments use it, older ones show as stale."""
+        path = self.settings.agenda_path
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            return
+        if mtime == self._agenda_mtime:
+            return
+        self._agenda_mtime = mtime
+        try:
+            agenda = load_agenda(path)
+        except TriageError as exc:
+            self.notify(f"The agenda cannot be read, the previous one stays in use: {exc}", severity="error")
+            return
+        if self.agenda is not None and agenda.hash == self.agenda.hash:
+            return
+        self.agenda = agenda
+        self.notify("The agenda changed: older assessments show as stale; E re-assesses the view.", timeout=6)
+        self.show_detail()
 
     def on_unmount(self) -> None:
         if self.index.built:
@@ -280,7 +322,7 @@ class ReviewApp(App[None]):
         if len(rows) < PAGE:
             self._exhausted = True
         for row in rows:
-            self.table.add_row(*row_cells(row), key=row.id)
+            self.table.add_row(*row_cells(row, self.title_width), key=row.id)
             self.shown.append(row.id)
 
     def current_id(self) -> str | None:
@@ -295,6 +337,7 @@ class ReviewApp(App[None]):
 
     @guarded
     def show_detail(self) -> None:
+        self._detail_shown_at = time.time()
         pid = self.current_id()
         item = self.store.get(pid) if pid else None
         self.query_one(Detail).show(item, self.agenda, self.is_stale(item) if item else False)
@@ -325,7 +368,9 @@ class ReviewApp(App[None]):
         for row in rows:
             if row.id in shown:
                 current = self.table.get_row(row.id)
-                for (_, key), cell, old in zip(COLUMNS, row_cells(row), current, strict=True):
+                for (_, key), cell, old in zip(
+                    COLUMNS, row_cells(row, self.title_width), current, strict=True
+                ):
                     if cell != old:  # each update makes the table redraw its rows: only what changed
                         self.table.update_cell(row.id, key, cell)
         if detail and self.current_id() in {r.id for r in rows}:
@@ -354,8 +399,6 @@ class ReviewApp(App[None]):
         """Read what other processes (or this one) wrote since the last refresh."""
         if not self.index.built:
             return
-        import time
-
         started = time.time()
         try:
             changed = self.store.changed_since(self.index.stamp - REFRESH_OVERLAP)
@@ -369,22 +412,29 @@ class ReviewApp(App[None]):
         self.call_from_thread(self._take_changes, rows, started)
 
     def _take_changes(self, rows: list[Row], started: float) -> None:
-        fresh = [r for r in rows if self.index.rows.get(r.id) != r]
         self.index.stamp = started
-        if not fresh:
-            return
-        shown = set(self.shown)
-        moved = self.pinned is None and any(r.id in shown or self.in_view(r) for r in fresh)
-        self.index.apply(fresh)
-        if moved:
-            self.reload()  # papers take their new places; the highlighted one stays highlighted
-        else:
-            self.redraw(fresh)
-        self.update_summary()
+        current = self.current_id()
+        rewritten = any(r.id == current and r.touched > self._detail_shown_at for r in rows)
+        fresh = [r for r in rows if self.index.rows.get(r.id) != r]
+        if fresh:
+            shown = set(self.shown)
+            moved = self.pinned is None and any(r.id in shown or self.in_view(r) for r in fresh)
+            self.index.apply(fresh)
+            if moved:
+                self.reload()  # papers take their new places; the highlighted one stays highlighted
+            else:
+                self.redraw(fresh, detail=False)
+            self.update_summary()
+        if rewritten or (fresh and current in {r.id for r in fresh}):
+            self.show_detail()
 
     @work(thread=True, exclusive=True, group="count")
     def count_view(self) -> None:
-        total = sum(1 for _ in self._iter_rows())
+        """How many papers the view matches (decided papers kept on screen are not counted)."""
+        if self.pinned is not None:
+            total = sum(1 for i in self.pinned if i in self.index.rows)
+        else:
+            total = sum(1 for _ in self.index.view(self.selection, self.sort, self.text))
         self.call_from_thread(self._counted, total)
 
     def _counted(self, total: int) -> None:
@@ -407,7 +457,7 @@ class ReviewApp(App[None]):
         failed = f", {outcome.failed} failed" if outcome.failed else ""
         self.call_from_thread(
             self.say,
-            f"Assessed {outcome.assessed} with {outcome.engine}{failed}; "
+            f"Assessed {outcome.assessed} paper(s) with {outcome.engine}{failed}; "
             f"{outcome.up_to_date} already up to date.",
         )
         self.call_from_thread(self.update_rows, ids)
@@ -483,9 +533,43 @@ class ReviewApp(App[None]):
         pid, decision = self.undo_stack.pop()
         self.store.set_decision(pid, decision)
         self.update_rows([pid])
+        self.update_summary()
+        if pid not in self.shown:
+            # The paper may have left the view (refreshed since): bring it back to where it was.
+            self.sticky.add(pid)
+            self.reload(keep_current=False)
+            while pid not in self.shown and not self._exhausted:
+                self.load_more()
         if pid in self.shown:
             self.table.move_cursor(row=self.shown.index(pid), animate=False)
         self.notify(f"Undone: back to {decision.status.value}.", timeout=2)
+
+    @on(DataTable.RowSelected)
+    def action_toggle_detail(self) -> None:
+        """Enter: the detail pane alone (the way to read it in a narrow terminal), or back."""
+        self.screen.toggle_class("-detail-only")
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit(event.size.width)
+
+    def fit(self, width: int) -> None:
+        """Narrow terminals show the queue alone (enter shows the detail); the title column
+        takes the width the other columns leave."""
+        narrow = width < NARROW
+        if narrow != self.screen.has_class("-narrow"):
+            self.say(
+                "A narrow terminal: enter shows the highlighted paper, enter again the queue."
+                if narrow
+                else ""
+            )
+        self.screen.set_class(narrow, "-narrow")
+        title = max(20, (width if narrow else width * 3 // 5) - FIXED_COLUMNS)
+        if title != self.title_width or not self.table.columns:
+            self.title_width = title
+            self.table.clear(columns=True)
+            for label, key in COLUMNS:
+                self.table.add_column(label, key=key, width=title if key == "title" else COLUMN_WIDTHS[key])
+            self.reload()  # rows are cut to the new width
 
     def action_cursor(self, step: int) -> None:
         if self.shown:
@@ -552,8 +636,12 @@ class ReviewApp(App[None]):
         if not item.paper.link:
             self.notify("This paper has no link.", severity="warning", timeout=3)
             return
-        self.open_url(item.paper.link)
-        self.notify(f"Opened {item.paper.link}", timeout=2)
+        link = item.paper.link
+        if webbrowser.open(link):
+            self.notify(f"Opened {link}", timeout=3)
+        else:
+            self.copy_to_clipboard(link)
+            self.notify(f"No browser found here; the link (copied to the clipboard): {link}", timeout=10)
 
     # -- actions: finding papers ----------------------------------------------------------------
 
@@ -563,7 +651,7 @@ class ReviewApp(App[None]):
         if not pid:
             return
         hits = self.store.neighbours(pid, k=50)
-        self.pin([h.item.paper.id for h in hits], f"more like “{self.index.rows[pid].title[:40]}”")
+        self.pin([h.item.paper.id for h in hits], f"more like “{_clip(self.index.rows[pid].title, 40)}”")
 
     def pin(self, ids: list[str], label: str) -> None:
         self.pinned, self.pinned_label = ids, label
@@ -625,17 +713,20 @@ class ReviewApp(App[None]):
 
     def action_refresh(self) -> None:
         self.sticky.clear()
+        self.check_agenda()
         self.reload()
         self.refresh_store()
 
     # -- actions: assessing ----------------------------------------------------------------
 
     def action_assess(self) -> None:
+        self.check_agenda()
         pid = self.current_id()
         if pid:
             self.assess([pid], True)
 
     def action_assess_visible(self) -> None:
+        self.check_agenda()
         if self.shown:
             self.assess(list(self.shown), False)
 
@@ -645,5 +736,10 @@ class ReviewApp(App[None]):
             for b in self.BINDINGS
             if isinstance(b, Binding)
         ]
-        rows += [("↑ ↓ pgup pgdn", "Move in the queue"), ("ctrl+p", "Command palette (sorts, views, ...)")]
+        rows += [
+            ("↑ ↓ pgup pgdn", "Move in the queue"),
+            ("home g / end G", "First paper / last paper read so far (the next page follows)"),
+            ("enter", "The detail pane alone (for narrow terminals), or back"),
+            ("ctrl+p", "Command palette (sorts, views, ...)"),
+        ]
         self.push_screen(HelpScreen(rows))

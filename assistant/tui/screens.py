@@ -149,11 +149,14 @@ class FilterScreen(ModalScreen[Selection | None]):
                 yield Input(
                     c.until.isoformat() if c.until else "", placeholder="until: 2025-01-01", id="until"
                 )
-            yield Label("", id="problem")
+            yield Static("", id="problem")
             with Horizontal(classes="buttons"):
                 yield Button("Apply", variant="primary", id="apply")
                 yield Button("Clear all", id="clear")
                 yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#statuses").focus()
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -172,7 +175,7 @@ class FilterScreen(ModalScreen[Selection | None]):
         try:
             self.dismiss(self.selection())
         except TriageError as exc:
-            self.query_one("#problem", Label).update(f"[red]{escape(str(exc))}[/red]")
+            self.query_one("#problem", Static).update(f"[red]{escape(str(exc))}[/red]")
 
     def selection(self) -> Selection:
         def value(widget_id: str) -> str:
@@ -238,6 +241,7 @@ class NoteScreen(ModalScreen[str | None]):
     def __init__(self, note: str) -> None:
         super().__init__()
         self.note = note
+        self.warned = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="note"):
@@ -248,6 +252,13 @@ class NoteScreen(ModalScreen[str | None]):
         self.dismiss(self.query_one(TextArea).text.strip())
 
     def action_cancel(self) -> None:
+        changed = self.query_one(TextArea).text.strip() != self.note.strip()
+        if changed and not self.warned:
+            self.warned = True
+            self.query_one(Label).update(
+                "[b]Note[/b] [yellow]not saved: ctrl+s saves, escape again discards[/]"
+            )
+            return
         self.dismiss(None)
 
 
@@ -276,6 +287,10 @@ class ListsScreen(ModalScreen[ListToggle | None]):
             ]
             yield OptionList(*options, id="lists")
             yield Input(placeholder="new list name, enter creates it and adds the paper", id="new")
+
+    def on_mount(self) -> None:
+        # With no list yet the only thing to do is to name one.
+        self.query_one("#lists" if self.lists else "#new").focus()
 
     @on(OptionList.OptionSelected)
     def _toggle(self, event: OptionList.OptionSelected) -> None:

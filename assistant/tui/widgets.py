@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.text import Text
-from textual.widgets import Static
+from textual.binding import Binding
+from textual.widgets import DataTable, Static
 
 from assistant.agenda import Agenda
 from assistant.index import Row
@@ -29,6 +32,23 @@ def spark(values: list[int]) -> str:
     return "".join(SPARK[min(8, (v * 8 + top - 1) // top)] for v in values)
 
 
+class QueueTable(DataTable[Any]):
+    """The queue: home/end (and g/G) move to the first and last paper instead of scrolling sideways."""
+
+    BINDINGS = [
+        Binding("home,g", "first_row", "First paper", show=False),
+        Binding("end,G", "last_row", "Last paper", show=False),
+    ]
+
+    def action_first_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=0, animate=False)
+
+    def action_last_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1, animate=False)
+
+
 class Summary(Static):
     """Counts by status, the relevance distribution, and what the queue shows."""
 
@@ -50,7 +70,7 @@ class Summary(Static):
         self.update(line + (f"   [italic]{escape(note)}[/]" if note else ""))
 
 
-def row_cells(row: Row, width: int = 44) -> tuple[RenderableType, ...]:
+def row_cells(row: Row, width: int = 120) -> tuple[RenderableType, ...]:
     """The queue table's cells for one paper."""
     rel = relevance_bar(row.relevance, 6)
     status = Text(row.status.value + (" ★" if row.starred else ""), STATUS_STYLE[row.status])
@@ -59,9 +79,9 @@ def row_cells(row: Row, width: int = 44) -> tuple[RenderableType, ...]:
     title = Text(row.title)
     title.truncate(width, overflow="ellipsis")
     tags = Text(", ".join(row.tags[:3]), "cyan")
-    tags.truncate(24, overflow="ellipsis")
+    tags.truncate(18, overflow="ellipsis")
     source = Text((row.sources[0].split(":", 1)[-1] if row.sources else ""), "dim")
-    source.truncate(18, overflow="ellipsis")
+    source.truncate(12, overflow="ellipsis")
     return rel, title, tags, status, source
 
 
