@@ -318,8 +318,9 @@ def test_the_queue_is_read_a_page_at_a_time_as_the_cursor_moves(
     assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import assistant.tui.app as tui_app
+    import assistant.tui.widgets as tui_widgets
 
-    monkeypatch.setattr(tui_app, "PAGE", 8)
+    monkeypatch.setattr(tui_widgets, "PAGE", 8)
     monkeypatch.setattr(tui_app, "PREFETCH", 3)
     app = make_app(assessed, tmp_path)
     expected = ranked_ids(reopen(assessed))

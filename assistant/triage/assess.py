@@ -8,11 +8,13 @@ from dataclasses import dataclass
 
 from assistant.agenda import Agenda
 from assistant.config import Settings
+from assistant.models import StoredPaper
 from assistant.store import Store
 from assistant.triage.batch import tag_offline
-from assistant.triage.llm import DEFAULT_MODEL, LLMEngine
+from assistant.triage.llm import DEFAULT_MODEL, LLMEngine, llm_key
+from assistant.triage.offline import engine_key
 from assistant.triage.pricing import price_for
-from assistant.triage.prompts import load_prompts
+from assistant.triage.prompts import Prompts, load_prompts
 from assistant.triage.runner import RunReport, plan_run, run_plan
 
 
@@ -73,3 +75,20 @@ def assess_papers(
             )
         )
     return AssessOutcome(f"llm ({model})", run.done, run.failed, plan.up_to_date, dict(run.failures))
+
+
+def is_stale(item: StoredPaper, agenda: Agenda, prompts: Prompts | None) -> bool:
+    """Whether a paper's assessment was made against another agenda, prompt or paper text."""
+    a = item.assessment
+    if a is None:
+        return False
+    if a.agenda_hash != agenda.hash:
+        return True
+    if a.engine == "offline":
+        return a.key != engine_key(item.paper.document, agenda)
+    if prompts is None:
+        return False
+    return all(
+        a.key != llm_key(item.paper.document, agenda, prompts, a.model or "", mode)
+        for mode in ("tools", "json")
+    )

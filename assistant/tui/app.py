@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-import itertools
 import time
-import webbrowser
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -24,31 +21,22 @@ from assistant.config import Settings
 from assistant.errors import TriageError
 from assistant.index import REFRESH_OVERLAP, QueueIndex, Row, Sort
 from assistant.lists import ReadingLists
-from assistant.models import Decision, Status, StoredPaper, now_utc
+from assistant.models import Decision, Status, now_utc
 from assistant.selection import Selection
 from assistant.store import Store
-from assistant.triage.assess import assess_papers
-from assistant.triage.llm import llm_key
-from assistant.triage.offline import engine_key
+from assistant.triage.assess import assess_papers, is_stale
 from assistant.triage.prompts import Prompts, load_prompts
+from assistant.tui import dialogs
+from assistant.tui.dialogs import guarded
 from assistant.tui.screens import (
     ErrorScreen,
-    FilterChoices,
-    FilterScreen,
-    HelpScreen,
-    ListsScreen,
-    ListToggle,
-    NoteScreen,
-    SearchRequest,
-    SearchScreen,
-    TagsScreen,
 )
-from assistant.tui.widgets import Detail, QueueTable, Summary, row_cells
+from assistant.tui.widgets import COLUMN_WIDTHS, Detail, QueueTable, Summary
 
-PAGE = 60  # rows added to the table at a time (a screenful and a half)
 PREFETCH = 20  # load the next page when the cursor is this close to the end
 NARROW = 150  # below this many columns the detail pane is shown on demand (enter)
-FIXED_COLUMNS = 11 + 18 + 10 + 12 + 2 * 5 + 3  # relevance, tags, status, source, cell padding, edges
+# The columns other than the title, their cell padding, and the table's edges.
+FIXED_COLUMNS = sum(w for k, w in COLUMN_WIDTHS.items() if k != "title") + 2 * len(COLUMN_WIDTHS) + 3
 KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
 UNDECIDED = (Status.NEW, Status.MAYBE)
 VIEWS: list[tuple[str, tuple[Status, ...], bool]] = [
@@ -60,30 +48,6 @@ VIEWS: list[tuple[str, tuple[Status, ...], bool]] = [
     ("starred", (), True),
     ("all", (), False),
 ]
-COLUMN_WIDTHS = {"rel": 11, "tags": 18, "status": 10, "source": 12}
-COLUMNS = (
-    ("relevance", "rel"),
-    ("title", "title"),
-    ("tags", "tags"),
-    ("status", "status"),
-    ("source", "source"),
-)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def guarded(func: F) -> F:
-    """Show an error from the store or an engine in a modal instead of crashing the UI."""
-
-    @functools.wraps(func)
-    def wrapper(self: ReviewApp, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(self, *args, **kwargs)
-        except Exception as exc:  # shown to the user, never swallowed
-            self.show_error(exc)
-            return None
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _clip(text: str, width: int) -> str:
@@ -163,31 +127,27 @@ class ReviewApp(App[None]):
         self.text = ""
         self.pinned: list[str] | None = None
         self.pinned_label = ""
-        self.shown: list[str] = []
-        self._rows: Iterator[Row] = iter(())
-        self._exhausted = True
         self.sticky: set[str] = set()
         self.undo_stack: list[tuple[str, Decision]] = []
         self.matching: int | None = None
         self.note = ""
         self._refresh_failed = False
         self._detail_shown_at = 0.0
-        self.title_width = 46
 
     # -- layout ---------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield Summary(id="summary")
         with Horizontal(id="main"):
-            yield QueueTable(id="queue", cursor_type="row", zebra_stripes=True)
+            yield QueueTable(id="queue")
             with VerticalScroll(id="detail-pane"):
                 yield Detail(id="detail")
         yield Static("", id="status-line")
         yield Footer()
 
     @property
-    def table(self) -> DataTable[Any]:
-        return self.query_one("#queue", DataTable)
+    def table(self) -> QueueTable:
+        return self.query_one("#queue", QueueTable)
 
     def on_mount(self) -> None:
         self.fit(self.size.width)  # the columns, and the queue if the index is cached
@@ -232,28 +192,7 @@ class ReviewApp(App[None]):
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterator[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for sort in Sort:
-            yield SystemCommand(
-                f"Sort by {sort.value}", f"Order the queue by {sort.value}", self._sorter(sort)
-            )
-        for name, _, _ in VIEWS:
-            yield SystemCommand(f"Show {name}", f"Show {name} papers", self._viewer(name))
-        yield SystemCommand(
-            "Assess all visible", "Assess the papers in this view", self.action_assess_visible
-        )
-        yield SystemCommand(
-            "Refresh", "Read new assessments and decisions from the store", self.action_refresh
-        )
-        yield SystemCommand("Clear filters", "Show every undecided paper", self._clear_filters)
-
-    def _sorter(self, sort: Sort) -> Callable[[], None]:
-        return lambda: self.set_sort(sort)
-
-    def _viewer(self, name: str) -> Callable[[], None]:
-        return lambda: self.set_view(name)
-
-    def _clear_filters(self) -> None:
-        self.set_view("undecided", Selection(statuses=UNDECIDED))
+        yield from dialogs.commands(self, [name for name, _, _ in VIEWS])
 
     # -- messages to the user ---------------------------------------------------------
 
@@ -295,44 +234,26 @@ class ReviewApp(App[None]):
         """Show the current view, with the highlighted paper still highlighted if it is in the
         view's first pages (else from the top)."""
         keep = self.current_id() if keep_current else None
-        table = self.table
-        table.clear()
-        self.shown = []
-        self._rows = self._iter_rows()
-        self._exhausted = False
-        self.load_more()
-        if (
-            keep
-            and keep not in self.shown
-            and keep in self.index.rows
-            and self.in_view(self.index.rows[keep])
-        ):
-            while not self._exhausted and keep not in self.shown and len(self.shown) < KEEP_DEPTH:
-                self.load_more()
-        if keep in self.shown:
-            table.move_cursor(row=self.shown.index(keep), animate=False)
+        if keep and not (keep in self.index.rows and self.in_view(self.index.rows[keep])):
+            keep = None
+        self.table.fill(self._iter_rows(), keep, KEEP_DEPTH)
         self.matching = None
         self.update_summary()
         self.show_detail()
         # Counting a large view takes a while: start it once this keypress has been drawn.
         self.set_timer(0.3, self.count_view)
 
-    def load_more(self) -> None:
-        rows = list(itertools.islice(self._rows, PAGE))
-        if len(rows) < PAGE:
-            self._exhausted = True
-        for row in rows:
-            self.table.add_row(*row_cells(row, self.title_width), key=row.id)
-            self.shown.append(row.id)
+    @property
+    def shown(self) -> list[str]:
+        return self.table.shown
 
     def current_id(self) -> str | None:
-        row = self.table.cursor_row if self.shown else -1
-        return self.shown[row] if 0 <= row < len(self.shown) else None
+        return self.table.current_id()
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if not self._exhausted and event.cursor_row >= len(self.shown) - PREFETCH:
-            self.load_more()
+        if not self.table.exhausted and event.cursor_row >= len(self.shown) - PREFETCH:
+            self.table.load_more()
         self.show_detail()
 
     @guarded
@@ -340,22 +261,8 @@ class ReviewApp(App[None]):
         self._detail_shown_at = time.time()
         pid = self.current_id()
         item = self.store.get(pid) if pid else None
-        self.query_one(Detail).show(item, self.agenda, self.is_stale(item) if item else False)
-
-    def is_stale(self, item: StoredPaper) -> bool:
-        a, agenda = item.assessment, self.agenda
-        if a is None or agenda is None:
-            return False
-        if a.agenda_hash != agenda.hash:
-            return True
-        if a.engine == "offline":
-            return a.key != engine_key(item.paper.document, agenda)
-        if self.prompts is None:
-            return False
-        return all(
-            a.key != llm_key(item.paper.document, agenda, self.prompts, a.model or "", mode)
-            for mode in ("tools", "json")
-        )
+        stale = bool(item and self.agenda and is_stale(item, self.agenda, self.prompts))
+        self.query_one(Detail).show(item, self.agenda, stale)
 
     def update_rows(self, ids: list[str]) -> None:
         """Re-read these papers' rows from the store and redraw them where they are shown."""
@@ -364,15 +271,7 @@ class ReviewApp(App[None]):
         self.redraw(rows)
 
     def redraw(self, rows: list[Row], detail: bool = True) -> None:
-        shown = set(self.shown)
-        for row in rows:
-            if row.id in shown:
-                current = self.table.get_row(row.id)
-                for (_, key), cell, old in zip(
-                    COLUMNS, row_cells(row, self.title_width), current, strict=True
-                ):
-                    if cell != old:  # each update makes the table redraw its rows: only what changed
-                        self.table.update_cell(row.id, key, cell)
+        self.table.redraw(rows)
         if detail and self.current_id() in {r.id for r in rows}:
             self.show_detail()
 
@@ -469,7 +368,7 @@ class ReviewApp(App[None]):
 
     # -- actions: decisions ---------------------------------------------------------------
 
-    def _decide(self, pid: str, **changes: Any) -> None:
+    def decide(self, pid: str, **changes: Any) -> None:
         """Write a decision change at once, remember the old one for undo, redraw the row."""
         before = self.store.get(pid)
         if before is None:
@@ -494,7 +393,7 @@ class ReviewApp(App[None]):
     def action_decide(self, status: str) -> None:
         pid = self.current_id()
         if pid:
-            self._decide(pid, status=Status(status))
+            self.decide(pid, status=Status(status))
             self.next_undecided()
             if self.current_id() == pid:
                 self.show_detail()
@@ -503,7 +402,7 @@ class ReviewApp(App[None]):
     def action_star(self) -> None:
         pid = self.current_id()
         if pid:
-            self._decide(pid, starred=not self.index.rows[pid].starred)
+            self.decide(pid, starred=not self.index.rows[pid].starred)
             self.next_undecided()
             if self.current_id() == pid:
                 self.show_detail()
@@ -518,12 +417,12 @@ class ReviewApp(App[None]):
                     self.table.move_cursor(row=i, animate=False)
                     return
                 i += 1
-            if self._exhausted:
+            if self.table.exhausted:
                 self.notify("No undecided paper below this one.", timeout=3)
                 if start < len(self.shown):
                     self.table.move_cursor(row=start, animate=False)
                 return
-            self.load_more()
+            self.table.load_more()
 
     @guarded
     def action_undo(self) -> None:
@@ -538,8 +437,8 @@ class ReviewApp(App[None]):
             # The paper may have left the view (refreshed since): bring it back to where it was.
             self.sticky.add(pid)
             self.reload(keep_current=False)
-            while pid not in self.shown and not self._exhausted:
-                self.load_more()
+            while pid not in self.shown and not self.table.exhausted:
+                self.table.load_more()
         if pid in self.shown:
             self.table.move_cursor(row=self.shown.index(pid), animate=False)
         self.notify(f"Undone: back to {decision.status.value}.", timeout=2)
@@ -564,84 +463,33 @@ class ReviewApp(App[None]):
             )
         self.screen.set_class(narrow, "-narrow")
         title = max(20, (width if narrow else width * 3 // 5) - FIXED_COLUMNS)
-        if title != self.title_width or not self.table.columns:
-            self.title_width = title
-            self.table.clear(columns=True)
-            for label, key in COLUMNS:
-                self.table.add_column(label, key=key, width=title if key == "title" else COLUMN_WIDTHS[key])
+        if title != self.table.title_width or not self.table.columns:
+            self.table.set_columns(title)
             self.reload()  # rows are cut to the new width
 
     def action_cursor(self, step: int) -> None:
         if self.shown:
             self.table.move_cursor(row=max(0, min(len(self.shown) - 1, self.table.cursor_row + step)))
 
-    # -- actions: tags, note, lists, link -------------------------------------------------------
+    # -- actions through dialogs (assistant.tui.dialogs) -------------------------------------
 
     def action_tags(self) -> None:
-        pid = self.current_id()
-        item = self.store.get(pid) if pid else None
-        if item is None:
-            return
-
-        @guarded
-        def done(app: ReviewApp, tags: list[str] | None) -> None:
-            if tags is not None and pid:
-                app._decide(pid, tags=tags)
-                app.show_detail()
-
-        self.push_screen(TagsScreen(item.decision.tags, self.index.vocabulary()), lambda t: done(self, t))
+        dialogs.edit_tags(self)
 
     def action_note(self) -> None:
-        pid = self.current_id()
-        item = self.store.get(pid) if pid else None
-        if item is None:
-            return
-
-        @guarded
-        def done(app: ReviewApp, note: str | None) -> None:
-            if note is not None and pid:
-                app._decide(pid, note=note)
-                app.show_detail()
-
-        self.push_screen(NoteScreen(item.decision.note), lambda n: done(self, n))
+        dialogs.edit_note(self)
 
     def action_lists(self) -> None:
-        pid = self.current_id()
-        if not pid:
-            return
-        names = [rl.name for rl in self.lists.all()]
-
-        @guarded
-        def done(app: ReviewApp, choice: ListToggle | None) -> None:
-            if choice is None:
-                return
-            if choice.create:
-                app.lists.create(choice.name, exist_ok=True)
-            name = choice.name.strip() if choice.create else choice.name
-            if name in app.index.rows[pid].lists:
-                app.lists.remove(name, [pid])
-                app.notify(f"Removed from “{name}”.", timeout=2)
-            else:
-                app.lists.add(" ".join(name.split()), [pid])
-                app.notify(f"Added to “{name}”.", timeout=2)
-            app.update_rows([pid])
-
-        self.push_screen(ListsScreen(names, self.index.rows[pid].lists), lambda c: done(self, c))
+        dialogs.edit_lists(self)
 
     def action_open_link(self) -> None:
-        pid = self.current_id()
-        item = self.store.get(pid) if pid else None
-        if item is None:
-            return
-        if not item.paper.link:
-            self.notify("This paper has no link.", severity="warning", timeout=3)
-            return
-        link = item.paper.link
-        if webbrowser.open(link):
-            self.notify(f"Opened {link}", timeout=3)
-        else:
-            self.copy_to_clipboard(link)
-            self.notify(f"No browser found here; the link (copied to the clipboard): {link}", timeout=10)
+        dialogs.open_link(self)
+
+    def action_search(self) -> None:
+        dialogs.search(self)
+
+    def action_filter(self) -> None:
+        dialogs.filter_queue(self)
 
     # -- actions: finding papers ----------------------------------------------------------------
 
@@ -657,38 +505,13 @@ class ReviewApp(App[None]):
         self.pinned, self.pinned_label = ids, label
         self.reload(keep_current=False)
 
-    def action_search(self) -> None:
-        @guarded
-        def done(app: ReviewApp, request: SearchRequest | None) -> None:
-            if request is None:
-                return
-            if request.semantic:
-                hits = app.store.search(request.text, k=100)
-                app.pin([h.item.paper.id for h in hits], f"nearest to “{request.text}”")
-            else:
-                app.pinned, app.text = None, request.text
-                app.reload(keep_current=False)
-
-        self.push_screen(SearchScreen(), lambda r: done(self, r))
-
     def action_clear(self) -> None:
         if self.pinned is not None or self.text:
             self.pinned, self.text = None, ""
             self.reload()
 
-    def action_filter(self) -> None:
-        choices = FilterChoices(
-            topics=[t.name for t in self.agenda.topics] if self.agenda else [],
-            tags=self.index.vocabulary(),
-            lists=[rl.name for rl in self.lists.all()],
-            sources=self.index.sources(),
-        )
-
-        def done(selection: Selection | None) -> None:
-            if selection is not None:
-                self.set_view("filtered", selection)
-
-        self.push_screen(FilterScreen(self.selection, choices), done)
+    def clear_filters(self) -> None:
+        self.set_view("undecided", Selection(statuses=UNDECIDED))
 
     def set_view(self, name: str, selection: Selection | None = None) -> None:
         if selection is None:
@@ -731,15 +554,4 @@ class ReviewApp(App[None]):
             self.assess(list(self.shown), False)
 
     def action_help(self) -> None:
-        rows = [
-            (b.key.replace("question_mark", "?").replace("slash", "/"), b.description)
-            for b in self.BINDINGS
-            if isinstance(b, Binding)
-        ]
-        rows += [
-            ("↑ ↓ pgup pgdn", "Move in the queue"),
-            ("home g / end G", "First paper / last paper read so far (the next page follows)"),
-            ("enter", "The detail pane alone (for narrow terminals), or back"),
-            ("ctrl+p", "Command palette (sorts, views, ...)"),
-        ]
-        self.push_screen(HelpScreen(rows))
+        dialogs.show_help(self, self.BINDINGS)

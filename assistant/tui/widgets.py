@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -32,13 +34,77 @@ def spark(values: list[int]) -> str:
     return "".join(SPARK[min(8, (v * 8 + top - 1) // top)] for v in values)
 
 
+COLUMN_WIDTHS = {"rel": 11, "title": 46, "tags": 18, "status": 10, "source": 12}
+COLUMNS = (
+    ("relevance", "rel"),
+    ("title", "title"),
+    ("tags", "tags"),
+    ("status", "status"),
+    ("source", "source"),
+)
+PAGE = 60  # rows added to the table at a time (a screenful and a half)
+
+
 class QueueTable(DataTable[Any]):
-    """The queue: home/end (and g/G) move to the first and last paper instead of scrolling sideways."""
+    """The queue, read from a lazy sequence of rows a page at a time.
+
+    home/end (and g/G) move to the first and last paper instead of scrolling sideways.
+    """
 
     BINDINGS = [
         Binding("home,g", "first_row", "First paper", show=False),
         Binding("end,G", "last_row", "Last paper", show=False),
     ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.shown: list[str] = []
+        self.exhausted = True
+        self.title_width = COLUMN_WIDTHS["title"]
+        self._rows: Iterator[Row] = iter(())
+
+    def set_columns(self, title_width: int) -> None:
+        self.title_width = title_width
+        self.clear(columns=True)
+        for label, key in COLUMNS:
+            self.add_column(label, key=key, width=title_width if key == "title" else COLUMN_WIDTHS[key])
+
+    def fill(self, rows: Iterator[Row], keep: str | None = None, depth: int = 0) -> None:
+        """Show these rows from the top; with `keep`, read up to `depth` rows to find and
+        highlight that paper."""
+        self.clear()
+        self.shown = []
+        self._rows = rows
+        self.exhausted = False
+        self.load_more()
+        while keep and keep not in self.shown and not self.exhausted and len(self.shown) < depth:
+            self.load_more()
+        if keep in self.shown:
+            self.move_cursor(row=self.shown.index(keep), animate=False)
+
+    def load_more(self) -> None:
+        rows = list(itertools.islice(self._rows, PAGE))
+        if len(rows) < PAGE:
+            self.exhausted = True
+        for row in rows:
+            self.add_row(*row_cells(row, self.title_width), key=row.id)
+            self.shown.append(row.id)
+
+    def current_id(self) -> str | None:
+        row = self.cursor_row if self.shown else -1
+        return self.shown[row] if 0 <= row < len(self.shown) else None
+
+    def redraw(self, rows: list[Row]) -> None:
+        """Redraw the cells that changed (each table update redraws its rows)."""
+        shown = set(self.shown)
+        for row in rows:
+            if row.id in shown:
+                current = self.get_row(row.id)
+                for (_, key), cell, old in zip(
+                    COLUMNS, row_cells(row, self.title_width), current, strict=True
+                ):
+                    if cell != old:
+                        self.update_cell(row.id, key, cell)
 
     def action_first_row(self) -> None:
         if self.row_count:
