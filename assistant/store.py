@@ -416,30 +416,16 @@ class Store:
 
     def set_assessments(self, assessments: dict[str, Assessment]) -> None:
         """Record assessments (metadata only: nothing is re-embedded)."""
-        ids = list(assessments)
-        self._require(ids)
-        for start in range(0, len(ids), self._batch):
-            chunk = ids[start : start + self._batch]
-            self.collection.update(
-                ids=chunk,
-                metadatas=[assessment_metadata(assessments[i]) for i in chunk],
-            )
+        self._write({pid: assessment_metadata(a) for pid, a in assessments.items()})
 
     def set_failures(self, failures: dict[str, tuple[str, str]]) -> None:
         """Record failed assessments (id -> (cache key, reason)); an earlier assessment is kept."""
-        ids = list(failures)
-        self._require(ids)
-        self.collection.update(
-            ids=ids,
-            metadatas=[
-                {
-                    "failed": True,
-                    "failed_key": failures[i][0],
-                    "failed_reason": failures[i][1][:1000],
-                    "touched": time.time(),
-                }
-                for i in ids
-            ],
+        stamp = time.time()
+        self._write(
+            {
+                pid: {"failed": True, "failed_key": key, "failed_reason": reason[:1000], "touched": stamp}
+                for pid, (key, reason) in failures.items()
+            }
         )
 
     def tag_vocabulary(self, limit: int = 200) -> list[str]:
@@ -460,23 +446,13 @@ class Store:
         self.set_decisions({paper_id: decision})
 
     def set_decisions(self, decisions: dict[str, Decision]) -> None:
-        """Record decisions (metadata only), in batches."""
-        ids = list(decisions)
-        self._require(ids)
-        for start in range(0, len(ids), self._batch):
-            chunk = ids[start : start + self._batch]
-            self.collection.update(ids=chunk, metadatas=[decision_metadata(decisions[i]) for i in chunk])
+        """Record decisions (metadata only)."""
+        self._write({pid: decision_metadata(d) for pid, d in decisions.items()})
 
     def set_added(self, added: dict[str, datetime]) -> None:
         """Set when papers were first added (a restore keeps the original time)."""
-        ids = list(added)
-        self._require(ids)
         stamp = time.time()
-        for start in range(0, len(ids), self._batch):
-            chunk = ids[start : start + self._batch]
-            self.collection.update(
-                ids=chunk, metadatas=[{"added_at": added[i].isoformat(), "touched": stamp} for i in chunk]
-            )
+        self._write({pid: {"added_at": when.isoformat(), "touched": stamp} for pid, when in added.items()})
 
     def update_decision(self, paper_id: str, **changes: Any) -> Decision:
         """Change some fields of a paper's decision and return the new decision."""
@@ -489,19 +465,20 @@ class Store:
 
     def set_memberships(self, lists: dict[str, list[str]]) -> None:
         """Set which reading lists each of these papers is in (only that field is written)."""
-        ids = list(lists)
-        self._require(ids)
         stamp = time.time()
-        for start in range(0, len(ids), self._batch):
-            chunk = ids[start : start + self._batch]
-            self.collection.update(
-                ids=chunk,
-                metadatas=[{"lists": _list_meta(lists[i]), "touched": stamp} for i in chunk],  # type: ignore[dict-item]
-            )
+        self._write({pid: {"lists": _list_meta(names), "touched": stamp} for pid, names in lists.items()})
 
     def changed_since(self, stamp: float) -> list[tuple[str, dict[str, Any]]]:
         """(id, metadata) of papers added or written after `stamp` (seconds since the epoch)."""
         return list(self.iter_metadata({"touched": {"$gt": stamp}}))
+
+    def _write(self, metadatas: dict[str, dict[str, Any]]) -> None:
+        """Write some metadata keys of stored papers (None removes a key), in batches."""
+        ids = list(metadatas)
+        self._require(ids)
+        for start in range(0, len(ids), self._batch):
+            chunk = ids[start : start + self._batch]
+            self.collection.update(ids=chunk, metadatas=[metadatas[i] for i in chunk])
 
     def _require(self, ids: Sequence[str]) -> None:
         found = set()
