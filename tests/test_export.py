@@ -41,7 +41,7 @@ Adapters, LoRA, parameter-efficient methods.
 Blockchains.
 """
 DECIDED = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-TITLE_A = "BERT and 50% of R&D: {Braces} #1 a_b \\cmd $x$ ~ Müller's Café"
+TITLE_A = "BERT and 50% of R&D: {Braces} #1 a_b \\cmd $x$ ~ x^2 Müller's Café"
 TITLE_B = "=cmd|' /C calc'!A0 <script>alert(1)</script>"
 NOTE_A = 'Read § 3 & 4 — 50% <faster> =HYPERLINK("x")'
 
@@ -238,13 +238,13 @@ def test_bibtex_parses_escapes_and_reimports(tmp_path: Path, env: dict[str, str]
         e.key: e
         for e in bibtexparser.parse_string(text, append_middleware=[LatexDecodingMiddleware()]).entries
     }
-    assert decoded["muller2024bert"]["title"].replace("{", "").replace("}", "") == TITLE_A.replace(
-        "{", ""
-    ).replace("}", "")
+    # (pylatexenc's default table reads \textasciicircum as U+02C6; LaTeX prints "^".)
+    title = decoded["muller2024bert"]["title"].replace("\u02c6", "^")
+    assert title.replace("{", "").replace("}", "") == TITLE_A.replace("{", "").replace("}", "")
     assert "日本語の論文" in decoded["anonstudy"]["title"]
     assert export(env, "--format", "bib") == text  # same keys, same bytes, run after run
-    # The BibTeX importer drops braces, escaped ones too (`\{Braces\}` reads as `Braces`).
-    assert_same_papers(reimport(tmp_path, "out.bib", text), braces=False)
+    # Escaped braces and the other specials come back as they were: the same title, the same paper.
+    assert_same_papers(reimport(tmp_path, "out.bib", text))
 
 
 # -- RIS and CSL-JSON ------------------------------------------------------------------------

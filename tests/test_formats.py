@@ -164,3 +164,15 @@ def test_bibtex_escapes_and_latex_mixed(tmp_path: Path) -> None:
     (p,) = parse_file(bib)[1].papers
     assert p.title == "Plain 50% and R&D"
     assert p.abstract == "We gain 5% with tiny models — cheaply."
+
+
+def test_bibtex_keeps_escaped_braces_and_carets(tmp_path: Path) -> None:
+    path = tmp_path / "special.bib"
+    path.write_text(
+        "@article{k1,\n  title = {\\{Braces\\} and x{\\textasciicircum}2 in {LoRA} \\& 50\\%},\n"
+        "  abstract = {Plain {BERT} text with \\{x\\}.},\n  year = {2024}\n}\n",
+        encoding="utf-8",
+    )
+    _, result = parse_file(path)
+    assert [p.title for p in result.papers] == ["{Braces} and x^2 in LoRA & 50%"]
+    assert result.papers[0].abstract == "Plain BERT text with {x}."

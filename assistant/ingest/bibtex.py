@@ -9,7 +9,7 @@ from typing import Any
 
 import bibtexparser
 from bibtexparser import middlewares
-from pylatexenc.latex2text import LatexNodes2Text
+from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
 
 from assistant.errors import InputError
 from assistant.ingest.base import ParseResult
@@ -18,7 +18,17 @@ from assistant.ingest.records import RecordError, record_to_paper
 # Damaged entries are reported by us, with file and line; the library's own log would repeat them.
 logging.getLogger("bibtexparser").setLevel(logging.CRITICAL)
 _BRACES = re.compile(r"[{}]")
-_LATEX = LatexNodes2Text(math_mode="verbatim")
+_UNESCAPED_BRACES = re.compile(r"(?<!\\)[{}]")
+
+
+def _latex_context() -> Any:
+    # pylatexenc spells \textasciicircum as U+02C6 (a modifier letter); LaTeX prints "^".
+    db = get_default_latex_context_db()
+    db.add_context_category("triage", prepend=True, macros=[MacroTextSpec("textasciicircum", "^")])
+    return db
+
+
+_LATEX = LatexNodes2Text(math_mode="verbatim", latex_context=_latex_context())
 # Fields that are prose (decoded from LaTeX); identifiers and URLs are kept verbatim.
 _PROSE = (
     "title",
@@ -47,18 +57,24 @@ def _name(raw: str) -> str:
 
 
 def _text(value: Any) -> str:
+    """A verbatim field (date, eprint...) without its protective braces, on one line."""
     return " ".join(_BRACES.sub("", str(value)).split())
 
 
+def _line(value: Any) -> str:
+    """A decoded prose field on one line (braces left in it were escaped: they are text)."""
+    return " ".join(str(value).split())
+
+
 _LATEX_MARKUP = re.compile(r"[\\$~]|--|``|''")
-_ESCAPED = re.compile(r"\\([%&#_$])")
+_ESCAPED = re.compile(r"\\([%&#_${}])")
 
 
 def _decode(value: str) -> str:
     # Escaped specials (\% \& ...) are the common case in abstracts; the full LaTeX decoder is
     # slow (milliseconds a field), so it only sees text that still has markup after them.
     if not _LATEX_MARKUP.search(_ESCAPED.sub("", value)):
-        return _BRACES.sub("", _ESCAPED.sub(r"\1", value))
+        return _ESCAPED.sub(r"\1", _UNESCAPED_BRACES.sub("", value))
     try:
         return str(_LATEX.latex_to_text(value))
     except Exception:  # pylatexenc gives up on some damaged input; keep the raw text then
@@ -71,9 +87,9 @@ def _prose(value: Any) -> Any:
 
 def entry_to_record(fields: dict[str, Any], key: str, entry_type: str) -> dict[str, Any]:
     f = {k.lower(): _prose(v) if k.lower() in _PROSE else v for k, v in fields.items()}
-    record: dict[str, Any] = {"title": _text(f.get("title", ""))}
+    record: dict[str, Any] = {"title": _line(f.get("title", ""))}
     if f.get("abstract"):
-        record["abstract"] = _text(f["abstract"])
+        record["abstract"] = _line(f["abstract"])
     authors = f.get("author") or f.get("editor")
     if authors:
         names = authors if isinstance(authors, list) else re.split(r"\s+and\s+", str(authors))
@@ -91,7 +107,7 @@ def entry_to_record(fields: dict[str, Any], key: str, entry_type: str) -> dict[s
         record["month"] = month
     venue = f.get("journal") or f.get("journaltitle") or f.get("booktitle") or f.get("publisher")
     if venue:
-        record["venue"] = _text(venue)
+        record["venue"] = _line(venue)
     eprint = _text(f.get("eprint", ""))
     kind = _text(f.get("archiveprefix", "") or f.get("eprinttype", "")).lower()
     if eprint and kind in ("", "arxiv"):
