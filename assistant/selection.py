@@ -1,7 +1,7 @@
 """Which papers: the filters that `triage export`, `triage digest` and the review queue share.
 
 A `Selection` turns into a Chroma `where` clause for everything the store can filter on
-(status, starred, list, tag, relevance, date) and a predicate for the rest (a topic's score).
+(status, starred, list, tag, relevance) and a predicate for the rest (a topic's score, dates).
 """
 
 from __future__ import annotations
@@ -105,10 +105,7 @@ class Selection:
             clauses.append({"relevance": {"$gte": float(self.min_score)}})
         elif self.assessed or self.topic:
             clauses.append({"relevance": {"$gte": 0.0}})
-        if self.since:
-            clauses.append({"day": {"$gte": _day(self.since)}})
-        if self.until:
-            clauses.append({"day": {"$lte": _day(self.until)}})
+        # Dates are checked by `matches`: papers stored before the `day` key existed lack it.
         if not clauses:
             return None
         return clauses[0] if len(clauses) == 1 else {"$and": clauses}
