@@ -245,11 +245,16 @@ class QueueIndex:
         rows in `always` pass the selection whatever it says."""
         words = text.casefold().split()
         rows = self.rows
+        statuses, starred = set(selection.statuses), selection.starred
         for pid in list(self.order(sort)):
             row = rows[pid]
-            if (pid in always or selection.matches_fields(row)) and (
-                not words or all(w in row.text for w in words)
-            ):
+            if pid not in always:
+                # The cheap tests first: a narrow view (starred, rejected) walks the whole order.
+                if (statuses and row.status not in statuses) or (starred and not row.starred):
+                    continue
+                if not selection.matches_fields(row):
+                    continue
+            if not words or all(w in row.text for w in words):
                 yield row
 
     def counts(self) -> Counter[Status]:

@@ -22,7 +22,7 @@ from assistant.config import Settings
 from assistant.errors import TriageError
 from assistant.index import REFRESH_OVERLAP, QueueIndex, Row, Sort
 from assistant.lists import ReadingLists
-from assistant.models import Decision, Status, now_utc
+from assistant.models import Decision, Status, StoredPaper, now_utc
 from assistant.selection import Selection
 from assistant.store import Store
 from assistant.triage.assess import assess_papers, is_stale
@@ -144,6 +144,7 @@ class ReviewApp(App[None]):
         self.note = ""
         self._refresh_failed = False
         self._detail_shown_at = 0.0
+        self._detail_item: StoredPaper | None = None
 
     # -- layout ---------------------------------------------------------------------
 
@@ -273,6 +274,7 @@ class ReviewApp(App[None]):
         self._detail_shown_at = time.time()
         pid = self.current_id()
         item = self.store.get(pid) if pid else None
+        self._detail_item = item
         stale = bool(item and self.agenda and is_stale(item, self.agenda, self.prompts))
         self.query_one(Detail).show(item, self.agenda, stale)
 
@@ -383,7 +385,10 @@ class ReviewApp(App[None]):
 
     def decide(self, pid: str, **changes: Any) -> None:
         """Write a decision change at once, remember the old one for undo, redraw the row."""
-        before = self.store.get(pid)
+        # The detail pane read this paper when it was highlighted, and re-reads it whenever
+        # any process writes to it: that copy is current.
+        shown = self._detail_item
+        before = shown if shown is not None and shown.paper.id == pid else self.store.get(pid)
         if before is None:
             raise RuntimeError(f"paper {pid} is no longer in the store")
         decision = before.decision.model_copy(update={**changes, "decided_at": now_utc()})
