@@ -409,18 +409,19 @@ class ReviewApp(App[None]):
 
     @guarded
     def action_decide(self, status: str) -> None:
-        pid = self.current_id()
-        if pid:
-            self.decide(pid, status=Status(status))
-            self.next_undecided()
-            if self.current_id() == pid:
-                self.show_detail()
+        self.decide_and_advance(status=Status(status))
 
     @guarded
     def action_star(self) -> None:
         pid = self.current_id()
         if pid:
-            self.decide(pid, starred=not self.index.rows[pid].starred)
+            self.decide_and_advance(starred=not self.index.rows[pid].starred)
+
+    def decide_and_advance(self, **changes: Any) -> None:
+        """The triage flow: decide on the highlighted paper, then go to the next undecided one."""
+        pid = self.current_id()
+        if pid:
+            self.decide(pid, **changes)
             self.next_undecided()
             if self.current_id() == pid:
                 self.show_detail()
