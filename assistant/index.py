@@ -26,11 +26,11 @@ from typing import Any
 
 import platformdirs
 
-from assistant.models import Status
+from assistant.models import Paper, Status
 from assistant.selection import Selection
 from assistant.store import Store
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 # A refresh re-reads papers stamped this long before the previous refresh: a writer stamps a
 # paper a moment before its write commits, and clocks of processes sharing a server differ.
 REFRESH_OVERLAP = 10.0
@@ -76,9 +76,11 @@ class Row:
             topics = {str(t["topic"]): int(t["score"]) for t in data.get("topics", [])}
             engine, agenda_hash = data.get("engine"), data.get("agenda_hash")
         day = meta.get("day")
-        if day is None and meta.get("year"):
-            date = str(meta.get("date") or "")
-            day = int(date[:10].replace("-", "")) if len(date) >= 10 else int(meta["year"]) * 10000 + 101
+        if day is None:  # stored before papers carried a day
+            year = meta.get("year")
+            day = Paper(
+                id=pid, title="-", date=meta.get("date"), year=year if isinstance(year, int) else None
+            ).day
         user_tags = list(meta.get("user_tags") or [])
         return cls(
             id=pid,
@@ -287,4 +289,6 @@ def astuple_row(row: Row) -> tuple[Any, ...]:
 
 
 def _store_key(store: Store) -> str:
-    return f"{store.location}#{store.collection.name}"
+    # The collection's id is new whenever a collection is created: two projects with a store
+    # at the same relative path, or a store deleted and rebuilt, never share a cache.
+    return f"{store.location}#{store.collection.name}#{store.collection.id}"

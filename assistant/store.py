@@ -86,6 +86,16 @@ def paper_metadata(paper: Paper) -> dict[str, Any]:
     return meta
 
 
+# Decision fields and the metadata keys that hold them.
+_DECISION_KEYS = {
+    "status": "status",
+    "starred": "starred",
+    "note": "note",
+    "tags": "user_tags",
+    "lists": "lists",
+}
+
+
 def decision_metadata(decision: Decision) -> dict[str, Any]:
     return {
         "touched": time.time(),
@@ -248,9 +258,13 @@ class Store:
             else:
                 meta_changed.append(merged)
         if new:
+            # Embed first, stamp after: a reader that saw a stamp must also see the row, and
+            # embedding a chunk can take longer than a reader's overlap.
+            vectors = self.embed([p.document for p in new])
             self.collection.add(
                 ids=[p.id for p in new],
                 documents=[p.document for p in new],
+                embeddings=vectors,
                 metadatas=[
                     _drop_none({**paper_metadata(p), **decision_metadata(Decision()), "added_at": added_at})
                     for p in new
@@ -258,9 +272,11 @@ class Store:
             )
             report.new.extend(p.id for p in new)
         if text_changed:
+            vectors = self.embed([p.document for p in text_changed])
             self.collection.update(
                 ids=[p.id for p in text_changed],
                 documents=[p.document for p in text_changed],
+                embeddings=vectors,
                 metadatas=[paper_metadata(p) for p in text_changed],
             )
         if meta_changed:
@@ -460,8 +476,14 @@ class Store:
         if item is None:
             raise StoreError(f"no paper with id {paper_id!r} in the store")
         decision = Decision.model_validate({**item.decision.model_dump(), **changes, "decided_at": now_utc()})
-        self.set_decision(paper_id, decision)
+        self.set_decision_fields(paper_id, decision, changes)
         return decision
+
+    def set_decision_fields(self, paper_id: str, decision: Decision, fields: Iterable[str]) -> None:
+        """Write only these fields of a decision (and when it was made): what other processes
+        changed in the rest of it (a note, a list) survives."""
+        keys = {_DECISION_KEYS[f] for f in fields} | {"decided_at", "touched"}
+        self._write({paper_id: {k: v for k, v in decision_metadata(decision).items() if k in keys}})
 
     def set_memberships(self, lists: dict[str, list[str]]) -> None:
         """Set which reading lists each of these papers is in (only that field is written)."""

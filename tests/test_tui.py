@@ -9,7 +9,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, OptionList, Static, TextArea
 from tui_support import agenda, copy_store, detail_text, drive, ranked_ids, settle, template
 
-from assistant.config import Settings
+from assistant.config import Settings, load_settings
 from assistant.errors import StoreError
 from assistant.index import Sort
 from assistant.lists import ReadingLists
@@ -288,7 +288,7 @@ def test_store_errors_show_in_a_modal_and_the_ui_goes_on(
         raise StoreError("cannot reach the Chroma server at http://127.0.0.1:9: connection refused")
 
     async def script(pilot: Pilot[None]) -> None:
-        monkeypatch.setattr(app.store, "set_decision", broken)
+        monkeypatch.setattr(app.store, "set_decision_fields", broken)
         await pilot.press("a")
         assert isinstance(app.screen, ErrorScreen)
         assert "connection refused" in app.screen.message
@@ -440,3 +440,51 @@ def test_escape_in_the_note_editor_asks_before_discarding(assessed: Settings, tm
         assert reopen(assessed).get(pid).decision.note == ""  # type: ignore[arg-type, union-attr]
 
     drive(app, script)
+
+
+def test_a_decision_writes_only_its_fields_so_outside_changes_survive(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    app = make_app(assessed, tmp_path)
+    first = ranked_ids(reopen(assessed))[0]
+
+    async def script(pilot: Pilot[None]) -> None:
+        # Another process files the highlighted paper into a list and writes a note...
+        outside = reopen(assessed)
+        ReadingLists(outside).create("read")
+        ReadingLists(outside).add("read", [first])
+        outside.update_decision(first, note="From the shell.")
+        # ...and the UI, which read the paper before, accepts it, then undoes that.
+        await pilot.press("a")
+        item = reopen(assessed).get(first)
+        assert item is not None and item.decision.status is Status.ACCEPTED
+        assert item.decision.lists == ["read"] and item.decision.note == "From the shell."
+        await pilot.press("u")
+        item = reopen(assessed).get(first)
+        assert item is not None and item.decision.status is Status.NEW
+        assert item.decision.lists == ["read"] and item.decision.note == "From the shell."
+
+    drive(app, script)
+
+
+def test_each_store_has_its_own_queue_cache(
+    templates: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two projects whose stores sit at the same relative path (./store) do not share a queue."""
+    cache = tmp_path / "cache"
+    copy_store(templates / "assessed", tmp_path / "a" / "store")
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    first = load_settings(store=Path("store"))
+    app = ReviewApp(Store.open(first), first, agenda(), cache_dir=cache, refresh_every=60)
+    drive(app, lambda pilot: pilot.pause())
+    assert len(app.index.rows) == 30
+    monkeypatch.chdir(tmp_path / "b")
+    other = load_settings(store=Path("store"))
+    Store.open(other).upsert_papers([Paper.create(title="The only paper of project b")])
+    again = ReviewApp(Store.open(other), other, agenda(), cache_dir=cache, refresh_every=60)
+
+    async def script(pilot: Pilot[None]) -> None:
+        assert len(again.index.rows) == 1 and len(again.shown) == 1
+
+    drive(again, script)

@@ -39,6 +39,7 @@ NARROW = 150  # below this many columns the detail pane is shown on demand (ente
 # The columns other than the title, their cell padding, and the table's edges.
 FIXED_COLUMNS = sum(w for k, w in COLUMN_WIDTHS.items() if k != "title") + 2 * len(COLUMN_WIDTHS) + 3
 KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
+NEXT_DEPTH = 600  # how far below the cursor the next undecided paper is looked for
 UNDECIDED = (Status.NEW, Status.MAYBE)
 VIEWS: list[tuple[str, tuple[Status, ...], bool]] = [
     ("undecided", UNDECIDED, False),
@@ -139,7 +140,9 @@ class ReviewApp(App[None]):
         self.pinned: list[str] | None = None
         self.pinned_label = ""
         self.sticky: set[str] = set()
-        self.undo_stack: list[tuple[str, Decision]] = []
+        self.undo_stack: list[tuple[str, Decision, tuple[str, ...]]] = []
+        self._written: dict[str, float] = {}  # when this UI last wrote each paper
+        self._generation = 0  # bumped whenever the view is rebuilt
         self.matching: int | None = None
         self.note = ""
         self._refresh_failed = False
@@ -246,6 +249,7 @@ class ReviewApp(App[None]):
     def reload(self, keep_current: bool = True) -> None:
         """Show the current view, with the highlighted paper still highlighted if it is in the
         view's first pages (else from the top)."""
+        self._generation += 1
         keep = self.current_id() if keep_current else None
         if keep and not (keep in self.index.rows and self.in_view(self.index.rows[keep])):
             keep = None
@@ -296,10 +300,12 @@ class ReviewApp(App[None]):
         def progress(done: int, total: int) -> None:
             self.call_from_thread(self.say, f"Indexing the store for the queue: {done:,} / {total:,} papers…")
 
-        self.index.build(self.store, on_progress=progress)
-        self.call_from_thread(self._index_built)
+        fresh = QueueIndex(location=self.index.location)
+        fresh.build(self.store, on_progress=progress)
+        self.call_from_thread(self._index_built, fresh)
 
-    def _index_built(self) -> None:
+    def _index_built(self, fresh: QueueIndex) -> None:
+        self.index = fresh  # swapped in on the UI thread: the worker never touched the live index
         self.say("")
         self.reload()
         settle_heap()
@@ -327,6 +333,8 @@ class ReviewApp(App[None]):
 
     def _take_changes(self, rows: list[Row], started: float) -> None:
         self.index.stamp = started
+        # A read that began before this UI wrote a paper carries the paper as it was.
+        rows = [r for r in rows if self._written.get(r.id, 0.0) < started]
         current = self.current_id()
         rewritten = any(r.id == current and r.touched > self._detail_shown_at for r in rows)
         fresh = [r for r in rows if self.index.rows.get(r.id) != r]
@@ -345,15 +353,18 @@ class ReviewApp(App[None]):
     @work(thread=True, exclusive=True, group="count")
     def count_view(self) -> None:
         """How many papers the view matches (decided papers kept on screen are not counted)."""
+        generation = self._generation
+        rows = self.index.rows
         if self.pinned is not None:
-            total = sum(1 for i in self.pinned if i in self.index.rows)
+            total = sum(1 for i in self.pinned if i in rows and self.selection.matches_fields(rows[i]))
         else:
             total = sum(1 for _ in self.index.view(self.selection, self.sort, self.text))
-        self.call_from_thread(self._counted, total)
+        self.call_from_thread(self._counted, total, generation)
 
-    def _counted(self, total: int) -> None:
-        self.matching = total
-        self.update_summary()
+    def _counted(self, total: int, generation: int) -> None:
+        if generation == self._generation:  # else the view changed while it was counted
+            self.matching = total
+            self.update_summary()
 
     @work(thread=True, exclusive=True, group="assess")
     def assess(self, ids: list[str], force: bool) -> None:
@@ -384,16 +395,18 @@ class ReviewApp(App[None]):
     # -- actions: decisions ---------------------------------------------------------------
 
     def decide(self, pid: str, **changes: Any) -> None:
-        """Write a decision change at once, remember the old one for undo, redraw the row."""
-        # The detail pane read this paper when it was highlighted, and re-reads it whenever
-        # any process writes to it: that copy is current.
+        """Write a decision change at once (only the fields changed), remember the old values
+        for undo, redraw the row."""
+        # The detail pane read this paper when it was highlighted, and re-reads it when the
+        # refresh sees it written: that copy is current enough to rebuild the row from.
         shown = self._detail_item
         before = shown if shown is not None and shown.paper.id == pid else self.store.get(pid)
         if before is None:
             raise RuntimeError(f"paper {pid} is no longer in the store")
         decision = before.decision.model_copy(update={**changes, "decided_at": now_utc()})
-        self.store.set_decision(pid, decision)
-        self.undo_stack.append((pid, before.decision))
+        self.store.set_decision_fields(pid, decision, changes)
+        self._written[pid] = time.time()
+        self.undo_stack.append((pid, before.decision, tuple(changes)))
         self.sticky.add(pid)
         engine_tags = before.assessment.tags if before.assessment else []
         row = replace(
@@ -436,7 +449,7 @@ class ReviewApp(App[None]):
                     self.table.move_cursor(row=i, animate=False)
                     return
                 i += 1
-            if self.table.exhausted:
+            if self.table.exhausted or len(self.shown) - start > NEXT_DEPTH:
                 self.notify("No undecided paper below this one.", timeout=3)
                 if start < len(self.shown):
                     self.table.move_cursor(row=start, animate=False)
@@ -448,8 +461,9 @@ class ReviewApp(App[None]):
         if not self.undo_stack:
             self.notify("Nothing to undo.", timeout=2)
             return
-        pid, decision = self.undo_stack.pop()
-        self.store.set_decision(pid, decision)
+        pid, decision, fields = self.undo_stack.pop()
+        self.store.set_decision_fields(pid, decision, fields)
+        self._written[pid] = time.time()
         self.update_rows([pid])
         self.update_summary()
         if pid not in self.shown:
@@ -562,15 +576,20 @@ class ReviewApp(App[None]):
     # -- actions: assessing ----------------------------------------------------------------
 
     def action_assess(self) -> None:
-        self.check_agenda()
         pid = self.current_id()
-        if pid:
+        if pid and self._can_assess():
             self.assess([pid], True)
 
     def action_assess_visible(self) -> None:
-        self.check_agenda()
-        if self.shown:
+        if self.shown and self._can_assess():
             self.assess(list(self.shown), False)
+
+    def _can_assess(self) -> bool:
+        if any(w.group == "assess" and w.is_running for w in self.workers):
+            self.notify("An assessment is running; wait for it to finish.", severity="warning", timeout=3)
+            return False
+        self.check_agenda()
+        return True
 
     def action_help(self) -> None:
         dialogs.show_help(self, self.BINDINGS)

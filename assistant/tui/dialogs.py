@@ -84,11 +84,11 @@ def edit_lists(app: ReviewApp) -> None:
         if choice is None:
             return
         name = app.lists.create(choice.name, exist_ok=True).name if choice.create else choice.name
-        if name in app.index.rows[pid].lists:
+        if name in app.index.rows[pid].lists and not choice.create:
             app.lists.remove(name, [pid])
             app.notify(f"Removed from “{name}”.", timeout=2)
         else:
-            app.lists.add(name, [pid])
+            app.lists.add(name, [pid])  # the name field always adds, even to an existing list
             app.notify(f"Added to “{name}”.", timeout=2)
         app.update_rows([pid])
 
