@@ -409,13 +409,19 @@ class ReviewApp(App[None]):
         self.undo_stack.append((pid, before.decision, tuple(changes)))
         self.sticky.add(pid)
         engine_tags = before.assessment.tags if before.assessment else []
+        old = self.index.rows[pid]
         row = replace(
-            self.index.rows[pid],
+            old,
             status=decision.status,
             starred=decision.starred,
             lists=tuple(decision.lists),
             tags=tuple(dict.fromkeys([*decision.tags, *engine_tags])),
         )
+        if self.matching is not None and self.pinned is None and not self.text:
+            # The view's count follows the decision (a decided paper stays on screen, uncounted).
+            self.matching += self.selection.matches_fields(row) - self.selection.matches_fields(old)
+        else:
+            self.set_timer(0.3, self.count_view)
         self.index.apply([row])
         self.redraw([row], detail=False)
         self.update_summary()
