@@ -101,6 +101,7 @@ def test_decisions_advance_to_the_next_undecided_and_are_written_at_once(
         assert reopen(assessed).get(ids[2]).decision.status is Status.MAYBE  # type: ignore[union-attr]
         assert app.current_id() == ids[2]
         await pilot.press("u", "u", "u", "u")
+        assert app.matching == 30  # every paper is undecided again, and counted
         store = reopen(assessed)
         assert all(store.get(i).decision.status is Status.NEW for i in ids[:4])  # type: ignore[union-attr]
         assert not store.get(ids[3]).decision.starred  # type: ignore[union-attr]

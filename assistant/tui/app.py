@@ -285,8 +285,20 @@ class ReviewApp(App[None]):
     def update_rows(self, ids: list[str]) -> None:
         """Re-read these papers' rows from the store and redraw them where they are shown."""
         rows = [Row.from_metadata(pid, meta) for pid, meta in self.store.metadata(ids)]
+        for row in rows:
+            if row.id in self.index.rows:
+                self.recount(self.index.rows[row.id], row)
         self.index.apply(rows)
+        self.update_summary()
         self.redraw(rows)
+
+    def recount(self, old: Row, new: Row) -> None:
+        """Keep the view's count in step with a paper that changed (a decided paper stays on
+        screen, uncounted)."""
+        if self.matching is not None and self.pinned is None and not self.text:
+            self.matching += self.selection.matches_fields(new) - self.selection.matches_fields(old)
+        else:
+            self.set_timer(0.3, self.count_view)
 
     def redraw(self, rows: list[Row], detail: bool = True) -> None:
         self.table.redraw(rows)
@@ -417,11 +429,7 @@ class ReviewApp(App[None]):
             lists=tuple(decision.lists),
             tags=tuple(dict.fromkeys([*decision.tags, *engine_tags])),
         )
-        if self.matching is not None and self.pinned is None and not self.text:
-            # The view's count follows the decision (a decided paper stays on screen, uncounted).
-            self.matching += self.selection.matches_fields(row) - self.selection.matches_fields(old)
-        else:
-            self.set_timer(0.3, self.count_view)
+        self.recount(old, row)
         self.index.apply([row])
         self.redraw([row], detail=False)
         self.update_summary()
