@@ -174,13 +174,12 @@ class QueueIndex:
         if on_progress:
             on_progress(len(rows), total)
 
-    def refresh(self, store: Store) -> list[str]:
-        """Take in the papers written since the last refresh; returns their ids."""
+    def changes(self, store: Store) -> tuple[list[Row], float]:
+        """The rows of papers written since the index's stamp, and the new stamp to record
+        once they are applied. Reads only: safe from a worker thread."""
         started = time.time()
         changed = store.changed_since(self.stamp - REFRESH_OVERLAP)
-        self.apply(Row.from_metadata(pid, meta) for pid, meta in changed)
-        self.stamp = started
-        return [pid for pid, _ in changed]
+        return [Row.from_metadata(pid, meta) for pid, meta in changed], started
 
     def apply(self, rows: Iterable[Row]) -> None:
         """Put new versions of rows in the index, moving them in the sort orders already computed."""

@@ -20,7 +20,7 @@ from textual.worker import Worker, WorkerState
 from assistant.agenda import Agenda, load_agenda
 from assistant.config import Settings
 from assistant.errors import TriageError
-from assistant.index import REFRESH_OVERLAP, QueueIndex, Row, Sort
+from assistant.index import QueueIndex, Row, Sort
 from assistant.lists import ReadingLists
 from assistant.models import Decision, Status, StoredPaper, now_utc
 from assistant.selection import Selection
@@ -144,7 +144,6 @@ class ReviewApp(App[None]):
         self._written: dict[str, float] = {}  # when this UI last wrote each paper
         self._generation = 0  # bumped whenever the view is rebuilt
         self.matching: int | None = None
-        self.note = ""
         self._refresh_failed = False
         self._detail_shown_at = 0.0
         self._detail_item: StoredPaper | None = None
@@ -232,7 +231,7 @@ class ReviewApp(App[None]):
 
     def update_summary(self) -> None:
         self.query_one(Summary).show(
-            dict(self.index.counts()), self.index.histogram(), self.view_label(), self.matching, self.note
+            dict(self.index.counts()), self.index.histogram(), self.view_label(), self.matching
         )
 
     # -- the queue ---------------------------------------------------------------------
@@ -331,16 +330,14 @@ class ReviewApp(App[None]):
         """Read what other processes (or this one) wrote since the last refresh."""
         if not self.index.built:
             return
-        started = time.time()
         try:
-            changed = self.store.changed_since(self.index.stamp - REFRESH_OVERLAP)
+            rows, started = self.index.changes(self.store)
         except Exception as exc:
             if not self._refresh_failed:
                 self._refresh_failed = True
                 self.call_from_thread(self.show_error, exc)
             return
         self._refresh_failed = False
-        rows = [Row.from_metadata(pid, meta) for pid, meta in changed]
         self.call_from_thread(self._take_changes, rows, started)
 
     def _take_changes(self, rows: list[Row], started: float) -> None:
@@ -355,9 +352,11 @@ class ReviewApp(App[None]):
             moved = self.pinned is None and any(r.id in shown or self.in_view(r) for r in fresh)
             self.index.apply(fresh)
             if moved:
-                self.reload()  # papers take their new places; the highlighted one stays highlighted
-            else:
-                self.redraw(fresh, detail=False)
+                # Papers take their new places, the highlighted one stays highlighted, and the
+                # summary and detail pane are redrawn.
+                self.reload()
+                return
+            self.redraw(fresh, detail=False)
             self.update_summary()
         if rewritten or (fresh and current in {r.id for r in fresh}):
             self.show_detail()

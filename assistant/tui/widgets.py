@@ -124,16 +124,14 @@ class Summary(Static):
         histogram: list[int],
         view: str,
         matching: int | None,
-        note: str = "",
     ) -> None:
         parts = [f"[{STATUS_STYLE[s]}]{s.value} {counts.get(s, 0):,}[/]" for s in Status]
         shown = "…" if matching is None else f"{matching:,}"
-        line = (
+        self.update(
             " · ".join(parts)
             + f"   relevance 0 [cyan]{spark(histogram)}[/] 10"
             + f"   [b]{escape(view)}[/b]: {shown}"
         )
-        self.update(line + (f"   [italic]{escape(note)}[/]" if note else ""))
 
 
 def row_cells(row: Row, width: int = 120) -> tuple[RenderableType, ...]:
