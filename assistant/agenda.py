@@ -26,10 +26,15 @@ class Topic:
     description: str
     negative: bool = False
     line: int = 0
+    # False when the name is a placeholder (a file without headings or title): it is then
+    # a label only and takes no part in matching.
+    named: bool = True
 
     @property
     def text(self) -> str:
         """What the topic is about, as one text for matching."""
+        if not self.named:
+            return self.description
         return f"{self.name}. {self.description}".strip()
 
 
@@ -87,7 +92,7 @@ def parse_agenda(text: str, path: str = "agenda.md") -> Agenda:
                 f"{path}: the agenda is empty; write a '## Topic' heading per research interest "
                 "with a few sentences describing it (triage init writes a starter)"
             )
-        return Agenda((Topic(title or "Agenda", description, line=1),), path)
+        return Agenda((Topic(title or "Agenda", description, line=1, named=title is not None),), path)
 
     topics: list[Topic] = []
     seen: dict[str, int] = {}

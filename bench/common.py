@@ -19,7 +19,8 @@ sys.path.insert(0, str(ROOT))
 
 SAMPLE = ROOT / "assistant" / "data" / "sample_papers.jsonl"
 RESULTS = ROOT / "bench" / "results"
-console = Console()
+# Wide enough for the tables when the output goes to a file or pipe.
+console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def sample_records() -> list[dict[str, Any]]:

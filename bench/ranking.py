@@ -3,10 +3,17 @@
     python bench/ranking.py
 
 The labelled set: bench/data/ranking_papers.jsonl (207 papers from the fixture listing
-pages) graded 0/1/2 by reading each abstract against three agendas (bench/data/agendas/,
-labels in bench/data/labels/). Each agenda runs twice: as its one-paragraph topic and as
-three words. Metrics: nDCG@20 (gain 2^grade - 1) and average precision (grade 2 relevant).
-All three rankers see the same papers and the same agenda text in the same run.
+pages) graded 0/1/2 by reading each abstract against three agendas (bench/data/agendas/).
+Two readers graded every paper independently (bench/data/labels/ and labels/second/; see
+labels/README.md). Each agenda runs twice: as its one-paragraph topic and as three words.
+
+Metrics: nDCG@20 (gain 2^grade - 1) and average precision (grade 2 relevant). All rankers see
+the same papers and the same agenda text in the same run:
+- hybrid: the offline engine as shipped;
+- hybrid, one vector: the engine with one embedding of the whole topic (the previous engine);
+- tf-idf: cosine of log-tf, smoothed-idf vectors; embedding: cosine with the topic's text.
+The bootstrap columns resample the 207 papers (1,000 times) and give how often the hybrid's
+nDCG@20 is above each baseline's: how much a win or a loss is worth on this few papers.
 """
 
 from __future__ import annotations
@@ -24,28 +31,36 @@ from assistant.agenda import load_agenda
 from assistant.config import load_settings
 from assistant.models import Paper
 from assistant.store import Store
-from assistant.triage.offline import Corpus, OfflineEngine, stems
+from assistant.triage.offline import (
+    EMBEDDING_WEIGHT,
+    Corpus,
+    OfflineEngine,
+    _scale_cosine,
+    stems,
+)
 
 DATA = ROOT / "bench" / "data"
 AGENDAS = ["heads", "multilingual", "multitask"]
+LABELS = {"first": DATA / "labels", "second": DATA / "labels" / "second"}
+K = 20
+RESAMPLES = 1000
 
 
-def ndcg(ranking: list[str], grades: dict[str, int], k: int = 20) -> float:
-    gains = [2 ** grades.get(pid, 0) - 1 for pid in ranking[:k]]
-    dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains))
-    ideal = sorted((2**g - 1 for g in grades.values()), reverse=True)[:k]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
+def ndcg(order: np.ndarray, grades: np.ndarray, k: int = K) -> float:
+    """nDCG@k of `order` (indices into grades, best first) over the papers it covers."""
+    gains = 2.0 ** grades[order[:k]] - 1
+    discounts = 1 / np.log2(np.arange(2, k + 2))
+    ideal = np.sort(2.0 ** grades[order] - 1)[::-1][:k]
+    idcg = float(ideal @ discounts[: len(ideal)])
+    return float(gains @ discounts[: len(gains)]) / idcg if idcg else 0.0
 
 
-def average_precision(ranking: list[str], grades: dict[str, int]) -> float:
-    relevant = {pid for pid, g in grades.items() if g == 2}
-    hits, total = 0, 0.0
-    for i, pid in enumerate(ranking, start=1):
-        if pid in relevant:
-            hits += 1
-            total += hits / i
-    return total / len(relevant) if relevant else 0.0
+def average_precision(order: np.ndarray, grades: np.ndarray) -> float:
+    relevant = grades[order] == 2
+    if not relevant.any():
+        return 0.0
+    hits = np.cumsum(relevant)
+    return float((hits / np.arange(1, len(order) + 1))[relevant].sum() / relevant.sum())
 
 
 def tfidf_scores(documents: list[str], query: str) -> np.ndarray:
@@ -69,15 +84,39 @@ def tfidf_scores(documents: list[str], query: str) -> np.ndarray:
     return out
 
 
+def order_of(scores: np.ndarray, subset: np.ndarray | None = None) -> np.ndarray:
+    """Indices by descending score (ties keep paper order), optionally within a resample."""
+    if subset is None:
+        return np.argsort(-scores, kind="stable")
+    return subset[np.argsort(-scores[subset], kind="stable")]
+
+
+def agreement(first: dict[str, int], second: dict[str, int]) -> tuple[float, int, int, int]:
+    """(quadratic-weighted Cohen's kappa, grade-2 count first, second, both)."""
+    keys = sorted(first)
+    m = np.zeros((3, 3))
+    for key in keys:
+        m[first[key], second[key]] += 1
+    weights = np.array([[(i - j) ** 2 for j in range(3)] for i in range(3)], dtype=float)
+    expected = np.outer(m.sum(1), m.sum(0)) / m.sum()
+    kappa = 1 - float((weights * m).sum() / (weights * expected).sum())
+    two_a = {k for k in keys if first[k] == 2}
+    two_b = {k for k in keys if second[k] == 2}
+    return kappa, len(two_a), len(two_b), len(two_a & two_b)
+
+
 def main() -> None:
     records = [
         json.loads(line) for line in (DATA / "ranking_papers.jsonl").read_text(encoding="utf-8").splitlines()
     ]
     papers = [Paper(id=r["id"], title=r["title"], abstract=r["abstract"]) for r in records]
     ids = [p.id for p in papers]
+    rng = np.random.default_rng(7)
+    resamples = [rng.integers(0, len(ids), len(ids)) for _ in range(RESAMPLES)]
     rows: list[list[object]] = []
-    wins = 0
+    wins: Counter[str] = Counter()
     cases = 0
+    agreements: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(load_settings(store=Path(tmp) / "store"))
         store.upsert_papers(papers)
@@ -85,57 +124,91 @@ def main() -> None:
         documents = [p.document for p in papers]
         corpus = Corpus.build(ids, documents)
         for name in AGENDAS:
-            grades = json.loads((DATA / "labels" / f"{name}.json").read_text())["grades"]
+            labels = {
+                who: json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))["grades"]
+                for who, folder in LABELS.items()
+            }
+            kappa, a2, b2, both = agreement(labels["first"], labels["second"])
+            agreements[name] = {
+                "kappa": round(kappa, 3),
+                "grade2_first": a2,
+                "grade2_second": b2,
+                "both": both,
+            }
             for variant in ("paragraph", "three words"):
                 path = DATA / "agendas" / (f"{name}.md" if variant == "paragraph" else f"{name}-short.md")
                 agenda = load_agenda(path)
                 engine = OfflineEngine(agenda, store.embed)
                 assessed = engine.assess(corpus, dict(zip(ids, documents, strict=True)), vectors)
-                hybrid = sorted(ids, key=lambda pid: -assessed[pid].relevance)
-                _, cosine = engine.components(corpus, ids, vectors)
-                embedding = [ids[i] for i in np.argsort(-cosine.max(axis=1), kind="stable")]
-                tfidf_raw = tfidf_scores(documents, agenda.topics[0].text)
-                tfidf = [ids[i] for i in np.argsort(-tfidf_raw, kind="stable")]
+                lexical, cosine, _ = engine.components(corpus, ids, vectors)
                 scores = {
-                    key: (ndcg(r, grades), average_precision(r, grades))
-                    for key, r in (("hybrid", hybrid), ("tfidf", tfidf), ("embedding", embedding))
+                    "hybrid": np.array([assessed[pid].relevance for pid in ids]),
+                    "one vector": (
+                        EMBEDDING_WEIGHT * _scale_cosine(cosine) + (1 - EMBEDDING_WEIGHT) * lexical
+                    ).max(axis=1),
+                    "tfidf": tfidf_scores(documents, agenda.topics[0].text),
+                    "embedding": cosine.max(axis=1),
                 }
-                beats = all(
-                    scores["hybrid"][m] > max(scores["tfidf"][m], scores["embedding"][m]) for m in (0, 1)
-                )
-                wins += beats
+                orders = {key: order_of(s) for key, s in scores.items()}
                 cases += 1
-                relevant = sum(1 for g in grades.values() if g == 2)
-                rows.append(
-                    [
-                        f"{name} ({variant})",
-                        relevant,
-                        scores["hybrid"][0],
-                        scores["tfidf"][0],
-                        scores["embedding"][0],
-                        scores["hybrid"][1],
-                        scores["tfidf"][1],
-                        scores["embedding"][1],
-                        "yes" if beats else "no",
-                    ]
-                )
+                for who, grades_by_id in labels.items():
+                    grades = np.array([grades_by_id[pid] for pid in ids])
+                    m = {key: (ndcg(o, grades), average_precision(o, grades)) for key, o in orders.items()}
+                    beats = all(m["hybrid"][i] > max(m["tfidf"][i], m["embedding"][i]) for i in (0, 1))
+                    wins[who] += beats
+                    above = {
+                        base: np.mean(
+                            [
+                                ndcg(order_of(scores["hybrid"], r), grades)
+                                > ndcg(order_of(scores[base], r), grades)
+                                for r in resamples
+                            ]
+                        )
+                        for base in ("tfidf", "embedding")
+                    }
+                    rows.append(
+                        [
+                            f"{name}, {'para' if variant == 'paragraph' else '3 words'}",
+                            who,
+                            int((grades == 2).sum()),
+                            *(m[key][0] for key in ("hybrid", "one vector", "tfidf", "embedding")),
+                            *(m[key][1] for key in ("hybrid", "one vector", "tfidf", "embedding")),
+                            "yes" if beats else "no",
+                            f"{above['tfidf']:.0%}",
+                            f"{above['embedding']:.0%}",
+                        ]
+                    )
     report(
         "ranking",
         f"Ranking quality on {len(papers)} labelled papers (hybrid = the offline engine)",
         [
             "agenda",
-            "grade-2",
-            "nDCG@20 hybrid",
+            "labels",
+            "grade 2",
+            "nDCG hybrid",
+            "1 vector",
             "tf-idf",
-            "embedding",
+            "emb",
             "AP hybrid",
+            "1 vector",
             "tf-idf",
-            "embedding",
-            "hybrid best",
+            "emb",
+            "best",
+            "P>tf-idf",
+            "P>emb",
         ],
         rows,
-        {"hybrid_beats_both": f"{wins}/{cases}"},
+        {
+            "hybrid_beats_both": {who: f"{wins[who]}/{cases}" for who in LABELS},
+            "agreement": agreements,
+            "resamples": RESAMPLES,
+        },
     )
+    for name, a in agreements.items():
+        print(
+            f"{name}: weighted kappa {a['kappa']:.2f}; grade 2 by the first reader {a['grade2_first']}, "
+            f"the second {a['grade2_second']}, both {a['both']}"
+        )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,10 @@ def test_headless_file_is_one_topic() -> None:
     agenda = parse_agenda("Efficient inference for small language models.\n")
     assert len(agenda.topics) == 1
     assert agenda.topics[0].description == "Efficient inference for small language models."
+    # The placeholder name is a label: it takes no part in matching ("agenda" is no research term).
+    assert agenda.topics[0].text == "Efficient inference for small language models."
+    titled = parse_agenda("# Inference\nSmall models.\n").topics[0]
+    assert titled.name == "Inference" and titled.text == "Inference. Small models."
 
 
 def test_editing_a_description_changes_the_hash() -> None:

@@ -7,7 +7,7 @@ from assistant.config import Settings
 from assistant.models import Paper
 from assistant.store import Store
 from assistant.triage.batch import tag_offline
-from assistant.triage.offline import Corpus, summarize
+from assistant.triage.offline import Corpus, OfflineEngine, formulations, summarize
 from conftest import sample_records
 
 AGENDA = parse_agenda(
@@ -67,3 +67,55 @@ def test_summary_is_one_sentence_of_the_abstract() -> None:
     assert summary.startswith("We propose a method") and summary.endswith("adapters.")
     assert len(summarize("T\n\n" + " ".join(["word"] * 80) + ".", corpus).split()) <= 31
     assert np.isfinite(corpus.idf("languag"))
+
+
+MANY_THEMES = parse_agenda(
+    "## Multilingual adaptation\n"
+    "Adapting language models to languages with little data: tokenizer and vocabulary extension "
+    "for new scripts; speech recognition for regional dialects; evaluation benchmarks for African "
+    "languages.\n"
+)
+
+
+def test_a_topic_is_matched_by_its_name_and_each_clause() -> None:
+    assert formulations(MANY_THEMES.topics[0]) == [
+        "Multilingual adaptation",
+        "Adapting language models to languages with little data",
+        "tokenizer and vocabulary extension for new scripts",
+        "speech recognition for regional dialects",
+        "evaluation benchmarks for African languages",
+    ]
+    # A one-phrase topic has nothing to divide.
+    assert formulations(parse_agenda("multi-task learning transfer\n").topics[0]) == []
+
+
+def test_a_paper_on_one_theme_of_a_broad_topic_gains_from_its_clause(embedded_settings: Settings) -> None:
+    """The whole paragraph's embedding blurs its themes; the clause's own embedding does not."""
+    store = _store(embedded_settings)
+    dialects = Paper.create(
+        title="Speech recognition for regional dialects with little transcribed audio",
+        abstract="We adapt an ASR model to five regional dialects using a few hours of speech each.",
+    )
+    store.upsert_papers([dialects])
+    items = list(store.iter_all())
+    ids = [i.paper.id for i in items]
+    corpus = Corpus.build(ids, [i.paper.document for i in items])
+    vectors = store.embeddings(ids)
+    engine = OfflineEngine(MANY_THEMES, store.embed)
+    _, cosine, similarity = engine.components(corpus, ids, vectors)
+    row = ids.index(dialects.id)
+    others = np.arange(len(ids)) != row
+
+    def lead(scores: np.ndarray) -> float:
+        """How far the dialect paper stands above the best of the others, in their spread."""
+        column = scores[:, 0]
+        return float((column[row] - column[others].max()) / column.std())
+
+    assert lead(similarity) > lead(cosine) + 0.2
+    # The two papers on a theme of the topic lead: the dialects paper and the sample's paper
+    # on adapting language models to African languages.
+    assessed = engine.assess(corpus, {i.paper.id: i.paper.document for i in items}, vectors)
+    top = sorted(assessed, key=lambda pid: -assessed[pid].relevance)[:2]
+    assert dialects.id in top
+    assert any("African" in i.paper.title for i in items if i.paper.id in top)
+    assert engine.assess(corpus, {}, vectors) == {}

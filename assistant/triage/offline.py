@@ -1,7 +1,10 @@
 """The offline engine: relevance without an LLM.
 
 Each topic score mixes a lexical match (BM25 over the whole store, so rare agenda terms count
-more than common ones) with the embedding similarity between the paper and the topic. Tags
+more than common ones) with the embedding similarity between the paper and the topic. The
+similarity averages several formulations of the topic: its whole text, and its name and each
+clause of its description on their own. A paragraph that names several themes blurs them in
+one embedding; a paper squarely on one of them still scores well against that clause. Tags
 come from the matching topics and the paper's most distinctive title words; the summary is
 the abstract's most central sentence. Everything is labelled `offline`.
 """
@@ -26,7 +29,7 @@ from assistant.models import Assessment, TopicScore
 from assistant.triage.scoring import relevance_from_scores
 
 ENGINE = "offline"
-VERSION = "offline-3"
+VERSION = "offline-4"
 # Weight of the embedding similarity in a topic score (the rest is lexical).
 EMBEDDING_WEIGHT = 0.7
 # Cosine similarities of MiniLM between a topic and an abstract: below LOW is unrelated,
@@ -37,6 +40,9 @@ TAG_TOPIC_MIN = 6
 SUMMARY_WORDS = 30
 
 _WORD = re.compile(r"[a-z][a-z0-9\-]*[a-z0-9]|[a-z]")
+# Where a topic description divides into clauses: sentence ends, colons, semicolons (not
+# commas, which mostly separate items of one list).
+_CLAUSE = re.compile(r"(?<=[.!?])\s+|[:;]\s+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")
 _CUES = re.compile(
     r"\b(we (propose|present|introduce|show|find|demonstrate)|this (paper|work)|our results)\b", re.I
@@ -52,6 +58,13 @@ def words(text: str) -> list[str]:
 
 def stems(text: str) -> list[str]:
     return list(_stemmer.stemWords(words(text)))
+
+
+def formulations(topic: Topic) -> list[str]:
+    """The topic's name and each clause of its description (empty for a one-phrase topic)."""
+    clauses = [c.strip(" .") for c in _CLAUSE.split(topic.description) if c.strip(" .")]
+    pieces = ([topic.name] if topic.named else []) + clauses
+    return pieces if len(pieces) > 1 else []
 
 
 def engine_key(document: str, agenda: Agenda) -> str:
@@ -110,18 +123,34 @@ class OfflineEngine:
 
     def __init__(self, agenda: Agenda, embed: Callable[[list[str]], Any]) -> None:
         self.agenda = agenda
-        self.topic_vectors = np.asarray(embed([t.text for t in agenda.topics]), dtype=np.float32)
+        pieces = [formulations(t) for t in agenda.topics]
+        vectors = np.asarray(
+            embed([t.text for t in agenda.topics] + [p for ps in pieces for p in ps]), dtype=np.float32
+        )
+        self.topic_vectors = vectors[: len(agenda.topics)]
+        # Per topic, the vectors of its formulations (none for a one-phrase topic).
+        self.piece_vectors: list[np.ndarray] = []
+        start = len(agenda.topics)
+        for ps in pieces:
+            self.piece_vectors.append(vectors[start : start + len(ps)])
+            start += len(ps)
 
     def components(
         self, corpus: Corpus, targets: Sequence[str], vectors: Mapping[str, Sequence[float]]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(lexical 0..1, cosine) per paper and topic: the two signals the engine mixes."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per paper and topic: lexical 0..1, cosine with the topic's whole text, and the
+        similarity the engine mixes (that cosine averaged with the formulations' mean cosine)."""
         index = {pid: i for i, pid in enumerate(corpus.ids)}
         rows = np.array([index[p] for p in targets], dtype=np.int64)
         lexical = np.stack([_scale_lexical(corpus.scores(t.text))[rows] for t in self.agenda.topics], axis=1)
-        mat = np.asarray([vectors[p] for p in targets], dtype=np.float32).reshape(len(targets), -1)
-        cosine = mat @ self.topic_vectors.T if len(targets) else np.zeros((0, len(self.agenda.topics)))
-        return lexical, cosine
+        width = self.topic_vectors.shape[1]
+        mat = np.asarray([vectors[p] for p in targets], dtype=np.float32).reshape(len(targets), width)
+        cosine = mat @ self.topic_vectors.T
+        similarity = cosine.copy()
+        for j, pieces in enumerate(self.piece_vectors):
+            if len(pieces):
+                similarity[:, j] = (cosine[:, j] + (mat @ pieces.T).mean(axis=1)) / 2
+        return lexical, cosine, similarity
 
     def assess(
         self,
@@ -132,8 +161,8 @@ class OfflineEngine:
         """Assess the given papers (all of which must be in the corpus)."""
         known = set(corpus.ids)
         targets = [pid for pid in documents if pid in known]
-        lexical, cosine = self.components(corpus, targets, vectors)
-        mixed = EMBEDDING_WEIGHT * _scale_cosine(cosine) + (1 - EMBEDDING_WEIGHT) * lexical
+        lexical, _, similarity = self.components(corpus, targets, vectors)
+        mixed = EMBEDDING_WEIGHT * _scale_cosine(similarity) + (1 - EMBEDDING_WEIGHT) * lexical
         out: dict[str, Assessment] = {}
         for r, pid in enumerate(targets):
             doc = documents[pid]
@@ -141,7 +170,7 @@ class OfflineEngine:
                 TopicScore(
                     topic=topic.name,
                     score=int(round(10 * float(mixed[r, j]))),
-                    reason=self._reason(topic, doc, float(cosine[r, j])),
+                    reason=self._reason(topic, doc, float(similarity[r, j])),
                 )
                 for j, topic in enumerate(self.agenda.topics)
             ]
