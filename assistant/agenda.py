@@ -26,8 +26,8 @@ class Topic:
     description: str
     negative: bool = False
     line: int = 0
-    # False when the name is a placeholder (a file without headings or title): it is then
-    # a label only and takes no part in matching.
+    # False when the name is only a label (the placeholder of a file without headings or
+    # title, or "Not interested"): it then takes no part in matching.
     named: bool = True
 
     @property
@@ -101,7 +101,9 @@ def parse_agenda(text: str, path: str = "agenda.md") -> Agenda:
         if key in seen:
             raise ConfigError(f"{path}:{number}: topic '{name}' already appears on line {seen[key]}")
         seen[key] = number
-        topics.append(Topic(name, body(chunk), negative=key == NOT_INTERESTED, line=number))
+        negative = key == NOT_INTERESTED
+        # "Not interested" is a label; what it is about is its description alone.
+        topics.append(Topic(name, body(chunk), negative=negative, line=number, named=not negative))
     if not any(not t.negative for t in topics):
         raise ConfigError(f"{path}: the agenda has only a 'Not interested' topic; add a topic you care about")
     return Agenda(tuple(topics), path)

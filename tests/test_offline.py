@@ -27,6 +27,10 @@ def _store(settings: Settings) -> Store:
             abstract="We generate protein structures in 3D with a diffusion model. Designed backbones fold.",
         ),
         Paper.create(
+            title="What protein designers are interested in",
+            abstract="A survey of what interests practitioners of protein design, and why it interests them.",
+        ),
+        Paper.create(
             title="Streaming speech recognition for audio assistants",
             abstract="We build an audio speech recognition system. It transcribes speech in real time.",
         ),
@@ -38,7 +42,7 @@ def _store(settings: Settings) -> Store:
 def test_on_topic_paper_ranks_first_and_not_interested_is_penalised(embedded_settings: Settings) -> None:
     store = _store(embedded_settings)
     report = tag_offline(store, AGENDA)
-    assert report.assessed == 32
+    assert report.assessed == 33
     items = sorted(store.iter_all(), key=lambda i: -i.assessment.relevance)  # type: ignore[union-attr]
     assert items[0].paper.title.startswith("Diffusion models for protein")
     top = items[0].assessment
@@ -46,6 +50,19 @@ def test_on_topic_paper_ranks_first_and_not_interested_is_penalised(embedded_set
     assert "protein" in top.topics[0].reason and top.topics[0].reason.startswith("offline:")
     speech = next(i for i in items if i.paper.title.startswith("Streaming speech"))
     assert speech.assessment is not None and speech.assessment.relevance < 3
+    # The penalty's reason names what the researcher wrote, not the heading's own words.
+    penalty = speech.assessment.topics[1]
+    assert penalty.topic == "Not interested" and "'speech'" in penalty.reason
+    for item in items:
+        assert item.assessment is not None and "interested" not in item.assessment.topics[1].reason
+
+
+def test_a_bare_not_interested_heading_penalises_nothing(embedded_settings: Settings) -> None:
+    store = _store(embedded_settings)
+    agenda = parse_agenda("## Protein structure\nPredicting 3D protein structures.\n\n## Not interested\n")
+    tag_offline(store, agenda)
+    for item in store.iter_all():
+        assert item.assessment is not None and item.assessment.topics[1].score == 0
 
 
 def test_second_run_is_free_and_an_agenda_edit_makes_everything_stale(embedded_settings: Settings) -> None:
@@ -53,7 +70,7 @@ def test_second_run_is_free_and_an_agenda_edit_makes_everything_stale(embedded_s
     tag_offline(store, AGENDA)
     assert tag_offline(store, AGENDA).assessed == 0
     edited = parse_agenda("## Protein structure\nProtein folding.\n")
-    assert tag_offline(store, edited).assessed == 32
+    assert tag_offline(store, edited).assessed == 33
     assert tag_offline(store, edited, force=True, limit=5).assessed == 5
 
 

@@ -146,6 +146,8 @@ class OfflineEngine:
         width = self.topic_vectors.shape[1]
         mat = np.asarray([vectors[p] for p in targets], dtype=np.float32).reshape(len(targets), width)
         cosine = mat @ self.topic_vectors.T
+        # A topic with nothing to match (a bare "## Not interested") matches nothing.
+        cosine[:, [not t.text for t in self.agenda.topics]] = 0.0
         similarity = cosine.copy()
         for j, pieces in enumerate(self.piece_vectors):
             if len(pieces):
