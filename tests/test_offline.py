@@ -136,3 +136,19 @@ def test_a_paper_on_one_theme_of_a_broad_topic_gains_from_its_clause(embedded_se
     assert dialects.id in top
     assert any("African" in i.paper.title for i in items if i.paper.id in top)
     assert engine.assess(corpus, {}, vectors) == {}
+
+
+def test_tags_are_the_titles_key_phrases_not_its_verbs(embedded_settings: Settings) -> None:
+    store = _store(embedded_settings)
+    tag_offline(store, AGENDA)
+    by_title = {i.paper.title: i.assessment for i in store.iter_all()}
+    routing = next(a for t, a in by_title.items() if t.startswith("Leveraging Routing Dynamics"))
+    assert routing is not None
+    assert "routing dynamics" in routing.tags and "mixture-of-experts models" in routing.tags
+    assert not any("leveraging" in tag for tag in routing.tags)
+    protein = next(a for t, a in by_title.items() if t.startswith("Diffusion models for protein"))
+    assert protein is not None and protein.tags[0] == "protein structure"  # the matching topic first
+    for assessment in by_title.values():
+        assert assessment is not None and 1 <= len(assessment.tags) <= 5
+        words_in_tags = [w for tag in assessment.tags[1:] for w in tag.split()]
+        assert len(words_in_tags) == len(set(words_in_tags))  # no word repeated across phrases

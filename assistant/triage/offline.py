@@ -22,7 +22,7 @@ from typing import Any
 import bm25s
 import numpy as np
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
+from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_EN_PLUS
 
 from assistant.agenda import Agenda, Topic
 from assistant.models import Assessment, TopicScore
@@ -49,6 +49,13 @@ _CUES = re.compile(
 )
 _STOP = frozenset(STOPWORDS_EN) | {"paper", "work", "approach", "method", "results", "show", "using", "based"}
 _stemmer = Stemmer.Stemmer("english")
+# Keyphrases: runs of title words between punctuation and function words.
+_PHRASE_BREAK = re.compile(r"[:;,.!?()\[\]{}\"`“”‘’|/]+|\s[-–—]+\s|'s\b|'")
+_TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_FUNCTION = _STOP | frozenset(STOPWORDS_EN_PLUS) | {
+    "vs", "via", "toward", "towards", "beyond", "without", "across", "let", "new", "novel", "study", "case"
+}  # fmt: skip
+PHRASE_WORDS = 3
 
 
 def words(text: str) -> list[str]:
@@ -203,19 +210,62 @@ class OfflineEngine:
     def _tags(self, document: str, topics: list[TopicScore], corpus: Corpus) -> list[str]:
         negative = self.agenda.negative.name if self.agenda.negative else None
         tags = [
-            " ".join(words(t.topic)[:2]) or t.topic.casefold()
+            " ".join(words(t.topic)[: PHRASE_WORDS + 1]) or t.topic.casefold()
             for t in sorted(topics, key=lambda t: -t.score)
             if t.score >= TAG_TOPIC_MIN and t.topic != negative
         ][:2]
-        title = document.split("\n\n", 1)[0]
-        candidates = [w for w in dict.fromkeys(words(title)) if len(w) > 3 and not w.isdigit()]
-        candidates.sort(key=lambda w: -corpus.idf(_stemmer.stemWord(w)))
-        for word in candidates:
-            if len(tags) >= 5:
+        topic_words = {w for tag in tags for w in tag.split()}
+        taken: set[str] = set()
+        for phrase, distinctive in keyphrases(document, corpus):
+            if len(tags) >= 5 or (len(tags) >= 2 and not distinctive):
                 break
-            if word not in tags:
-                tags.append(word)
+            words_ = set(phrase.split())
+            if not words_ & taken and not words_ <= topic_words:
+                tags.append(phrase)
+                taken |= words_
         return tags
+
+
+def keyphrases(document: str, corpus: Corpus) -> list[tuple[str, bool]]:
+    """The title's key phrases, best first, each with whether it is distinctive.
+
+    Phrases are runs of content words (at most three, without a leading verb such as
+    "leveraging"), ranked by how distinctive their words are in the store and how often the
+    phrase recurs in the abstract. A single word is distinctive only if it is rarer than most;
+    the others come last (a title of common words still gets a tag)."""
+    title, _, abstract = document.partition("\n\n")
+    body = " " + " ".join(_stemmer.stemWords(_TOKEN.findall(abstract.lower()))) + " "
+    rare = corpus.idf("") / 2  # half the idf of a word no paper has
+    scored: dict[str, tuple[bool, float]] = {}
+    for run in _runs(title):
+        if run[0].endswith("ing") and len(run[0]) > 5 and len(run) > 1:
+            run = run[1:]
+        run = run[-PHRASE_WORDS:]
+        for start in range(len(run)):
+            phrase = run[start:]
+            phrase_stems = _stemmer.stemWords(phrase)
+            idf = sum(corpus.idf(s) for s in phrase_stems) / len(phrase_stems)
+            recurs = body.count(" " + " ".join(phrase_stems) + " ")
+            score = idf * (1 + math.log1p(recurs)) * (1 + 0.2 * (len(phrase) - 1))
+            scored[" ".join(phrase)] = (len(phrase) > 1 or idf >= rare, score)
+    ranked = sorted(scored.items(), key=lambda kv: (not kv[1][0], -kv[1][1]))
+    return [(phrase, distinctive) for phrase, (distinctive, _) in ranked]
+
+
+def _runs(text: str) -> list[list[str]]:
+    runs: list[list[str]] = []
+    for chunk in _PHRASE_BREAK.split(text.lower()):
+        run: list[str] = []
+        for token in _TOKEN.findall(chunk):
+            if token in _FUNCTION or token.isdigit() or len(token) < 2:
+                if run:
+                    runs.append(run)
+                run = []
+            else:
+                run.append(token)
+        if run:
+            runs.append(run)
+    return runs
 
 
 def summarize(document: str, corpus: Corpus) -> str:
