@@ -118,6 +118,24 @@ def evaluate(
     }
 
 
+RANKERS = ("hybrid", "one vector", "tfidf", "embedding")
+METRIC_COLUMNS = ["nDCG hybrid", "1 vector", "tf-idf", "emb", "AP hybrid", "1 vector", "tf-idf", "emb"]
+
+
+def case_row(
+    case: str, who: str, scores: dict[str, np.ndarray], grades: np.ndarray, subset: np.ndarray
+) -> list[object]:
+    """One agenda case under one reader's labels: grade-2 count, the metrics, whether it wins."""
+    m = evaluate(scores, grades, subset)
+    return [
+        case,
+        who,
+        int((grades[subset] == 2).sum()),
+        *(m[key][i] for i in (0, 1) for key in RANKERS),
+        "yes" if beats_both(m) else "no",
+    ]
+
+
 def beats_both(m: dict[str, tuple[float, float]]) -> bool:
     return all(m["hybrid"][i] > max(m["tfidf"][i], m["embedding"][i]) for i in (0, 1))
 
@@ -136,7 +154,6 @@ def main() -> None:
     }
     rng = np.random.default_rng(7)
     resamples = [rng.integers(0, len(ids), len(ids)) for _ in range(RESAMPLES)]
-    rows: list[list[object]] = []
     agreements: dict[str, dict[str, float]] = {}
     cases: list[tuple[str, dict[str, dict[str, int]], dict[str, np.ndarray]]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -172,11 +189,12 @@ def main() -> None:
                     "embedding": cosine.max(axis=1),
                 }
                 cases.append((f"{name}, {'para' if variant == 'paragraph' else '3 words'}", labels, scores))
-    rankers = ("hybrid", "one vector", "tfidf", "embedding")
+    held_out = everything[TUNED_ON:]
+    rows: list[list[object]] = []
+    held_rows: list[list[object]] = []
     for case, labels, scores in cases:
         for who, grades_by_id in labels.items():
             grades = np.array([grades_by_id[pid] for pid in ids])
-            m = evaluate(scores, grades, everything)
             above = {
                 base: np.mean(
                     [
@@ -188,32 +206,12 @@ def main() -> None:
             }
             rows.append(
                 [
-                    case,
-                    who,
-                    int((grades == 2).sum()),
-                    *(m[key][0] for key in rankers),
-                    *(m[key][1] for key in rankers),
-                    "yes" if beats_both(m) else "no",
+                    *case_row(case, who, scores, grades, everything),
                     f"{above['tfidf']:.0%}",
                     f"{above['embedding']:.0%}",
                 ]
             )
-    held_out = everything[TUNED_ON:]
-    held_rows: list[list[object]] = []
-    for case, labels, scores in cases:
-        for who, grades_by_id in labels.items():
-            grades = np.array([grades_by_id[pid] for pid in ids])
-            m = evaluate(scores, grades, held_out)
-            held_rows.append(
-                [
-                    case,
-                    who,
-                    int((grades[held_out] == 2).sum()),
-                    *(m[key][0] for key in rankers),
-                    *(m[key][1] for key in rankers),
-                    "yes" if beats_both(m) else "no",
-                ]
-            )
+            held_rows.append(case_row(case, who, scores, grades, held_out))
     summary: list[list[object]] = []
     for subset_name, subset in subsets.items():
         for who in LABELS:
@@ -226,72 +224,22 @@ def main() -> None:
                     subset_name,
                     who,
                     f"{sum(beats_both(m) for m in per_case)}/{len(per_case)}",
-                    *(float(np.mean([m[key][0] for m in per_case])) for key in rankers),
-                    *(float(np.mean([m[key][1] for m in per_case])) for key in rankers),
+                    *(float(np.mean([m[key][i] for m in per_case])) for i in (0, 1) for key in RANKERS),
                 ]
             )
+    case_columns = ["agenda", "labels", "grade 2", *METRIC_COLUMNS, "best"]
     report(
         "ranking",
         f"Ranking quality on {len(papers)} labelled papers (hybrid = the offline engine)",
-        [
-            "agenda",
-            "labels",
-            "grade 2",
-            "nDCG hybrid",
-            "1 vector",
-            "tf-idf",
-            "emb",
-            "AP hybrid",
-            "1 vector",
-            "tf-idf",
-            "emb",
-            "best",
-            "P>tf-idf",
-            "P>emb",
-        ],
+        [*case_columns, "P>tf-idf", "P>emb"],
         rows,
-        {
-            "summary": summary,
-            "agreement": agreements,
-            "resamples": RESAMPLES,
-        },
+        {"summary": summary, "agreement": agreements, "resamples": RESAMPLES},
     )
-    report(
-        "ranking_held_out",
-        f"The {len(held_out)} held-out papers alone",
-        [
-            "agenda",
-            "labels",
-            "grade 2",
-            "nDCG hybrid",
-            "1 vector",
-            "tf-idf",
-            "emb",
-            "AP hybrid",
-            "1 vector",
-            "tf-idf",
-            "emb",
-            "best",
-        ],
-        held_rows,
-        {},
-    )
+    report("ranking_held_out", f"The {len(held_out)} held-out papers alone", case_columns, held_rows, {})
     report(
         "ranking_summary",
         "Over the six agenda cases: how often the hybrid beats both, and mean nDCG@20 / AP",
-        [
-            "papers",
-            "labels",
-            "hybrid best",
-            "nDCG hybrid",
-            "1 vector",
-            "tf-idf",
-            "emb",
-            "AP hybrid",
-            "1 vector",
-            "tf-idf",
-            "emb",
-        ],
+        ["papers", "labels", "hybrid best", *METRIC_COLUMNS],
         summary,
         {},
     )
