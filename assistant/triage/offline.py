@@ -1,12 +1,9 @@
 """The offline engine: relevance without an LLM.
 
 Each topic score mixes a lexical match (BM25 over the whole store, so rare agenda terms count
-more than common ones) with the embedding similarity between the paper and the topic. The
-similarity averages several formulations of the topic: its whole text, and its name and each
-clause of its description on their own. A paragraph that names several themes blurs them in
-one embedding; a paper squarely on one of them still scores well against that clause. Tags
-come from the matching topics and the paper's most distinctive title words; the summary is
-the abstract's most central sentence. Everything is labelled `offline`.
+more than common ones) with the embedding similarity between the paper and the topic. Tags
+come from the matching topics and the key phrases of the paper's title; the summary is the
+abstract's most central sentence. Everything is labelled `offline`.
 """
 
 from __future__ import annotations
@@ -39,19 +36,17 @@ COSINE_SPAN = 0.45
 TAG_TOPIC_MIN = 6
 SUMMARY_WORDS = 30
 
-_WORD = re.compile(r"[a-z][a-z0-9\-]*[a-z0-9]|[a-z]")
-# Where a topic description divides into clauses: sentence ends, colons, semicolons (not
-# commas, which mostly separate items of one list).
-_CLAUSE = re.compile(r"(?<=[.!?])\s+|[:;]\s+")
+# A word starts with a letter (any script) and may hold digits and hyphens: "gpt-3", "schrödinger".
+_WORD = re.compile(r"[^\W\d_](?:[\w\-]*[^\W_])?")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")
 _CUES = re.compile(
     r"\b(we (propose|present|introduce|show|find|demonstrate)|this (paper|work)|our results)\b", re.I
 )
 _STOP = frozenset(STOPWORDS_EN) | {"paper", "work", "approach", "method", "results", "show", "using", "based"}
 _stemmer = Stemmer.Stemmer("english")
-# Keyphrases: runs of title words between punctuation and function words.
-_PHRASE_BREAK = re.compile(r"[:;,.!?()\[\]{}\"`“”‘’|/]+|\s[-–—]+\s|'s\b|'")
-_TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+# Key phrases: spans of title words between punctuation and function words.
+_LATEX = re.compile(r"\\[a-zA-Z]+\s*")
+_PHRASE_BREAK = re.compile(r"[:;,!?()\[\]{}\"`“”‘’|/&+]+|\.(?=\s|$)|\s[-–—]+\s|'s\b|'")
 _FUNCTION = _STOP | frozenset(STOPWORDS_EN_PLUS) | {
     "vs", "via", "toward", "towards", "beyond", "without", "across", "let", "new", "novel", "study", "case"
 }  # fmt: skip
@@ -65,13 +60,6 @@ def words(text: str) -> list[str]:
 
 def stems(text: str) -> list[str]:
     return list(_stemmer.stemWords(words(text)))
-
-
-def formulations(topic: Topic) -> list[str]:
-    """The topic's name and each clause of its description (empty for a one-phrase topic)."""
-    clauses = [c.strip(" .") for c in _CLAUSE.split(topic.description) if c.strip(" .")]
-    pieces = ([topic.name] if topic.named else []) + clauses
-    return pieces if len(pieces) > 1 else []
 
 
 def engine_key(document: str, agenda: Agenda) -> str:
@@ -130,23 +118,12 @@ class OfflineEngine:
 
     def __init__(self, agenda: Agenda, embed: Callable[[list[str]], Any]) -> None:
         self.agenda = agenda
-        pieces = [formulations(t) for t in agenda.topics]
-        vectors = np.asarray(
-            embed([t.text for t in agenda.topics] + [p for ps in pieces for p in ps]), dtype=np.float32
-        )
-        self.topic_vectors = vectors[: len(agenda.topics)]
-        # Per topic, the vectors of its formulations (none for a one-phrase topic).
-        self.piece_vectors: list[np.ndarray] = []
-        start = len(agenda.topics)
-        for ps in pieces:
-            self.piece_vectors.append(vectors[start : start + len(ps)])
-            start += len(ps)
+        self.topic_vectors = np.asarray(embed([t.text for t in agenda.topics]), dtype=np.float32)
 
     def components(
         self, corpus: Corpus, targets: Sequence[str], vectors: Mapping[str, Sequence[float]]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per paper and topic: lexical 0..1, cosine with the topic's whole text, and the
-        similarity the engine mixes (that cosine averaged with the formulations' mean cosine)."""
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(lexical 0..1, cosine) per paper and topic: the two signals the engine mixes."""
         index = {pid: i for i, pid in enumerate(corpus.ids)}
         rows = np.array([index[p] for p in targets], dtype=np.int64)
         lexical = np.stack([_scale_lexical(corpus.scores(t.text))[rows] for t in self.agenda.topics], axis=1)
@@ -155,11 +132,7 @@ class OfflineEngine:
         cosine = mat @ self.topic_vectors.T
         # A topic with nothing to match (a bare "## Not interested") matches nothing.
         cosine[:, [not t.text for t in self.agenda.topics]] = 0.0
-        similarity = cosine.copy()
-        for j, pieces in enumerate(self.piece_vectors):
-            if len(pieces):
-                similarity[:, j] = (cosine[:, j] + (mat @ pieces.T).mean(axis=1)) / 2
-        return lexical, cosine, similarity
+        return lexical, cosine
 
     def assess(
         self,
@@ -170,8 +143,8 @@ class OfflineEngine:
         """Assess the given papers (all of which must be in the corpus)."""
         known = set(corpus.ids)
         targets = [pid for pid in documents if pid in known]
-        lexical, _, similarity = self.components(corpus, targets, vectors)
-        mixed = EMBEDDING_WEIGHT * _scale_cosine(similarity) + (1 - EMBEDDING_WEIGHT) * lexical
+        lexical, cosine = self.components(corpus, targets, vectors)
+        mixed = EMBEDDING_WEIGHT * _scale_cosine(cosine) + (1 - EMBEDDING_WEIGHT) * lexical
         out: dict[str, Assessment] = {}
         for r, pid in enumerate(targets):
             doc = documents[pid]
@@ -179,7 +152,7 @@ class OfflineEngine:
                 TopicScore(
                     topic=topic.name,
                     score=int(round(10 * float(mixed[r, j]))),
-                    reason=self._reason(topic, doc, float(similarity[r, j])),
+                    reason=self._reason(topic, doc, float(cosine[r, j])),
                 )
                 for j, topic in enumerate(self.agenda.topics)
             ]
@@ -209,15 +182,17 @@ class OfflineEngine:
 
     def _tags(self, document: str, topics: list[TopicScore], corpus: Corpus) -> list[str]:
         negative = self.agenda.negative.name if self.agenda.negative else None
+        # A topic whose name is only a label (a file without headings) gives no tag.
+        named = {t.name for t in self.agenda.topics if t.named}
         tags = [
             " ".join(words(t.topic)[: PHRASE_WORDS + 1]) or t.topic.casefold()
             for t in sorted(topics, key=lambda t: -t.score)
-            if t.score >= TAG_TOPIC_MIN and t.topic != negative
+            if t.score >= TAG_TOPIC_MIN and t.topic != negative and t.topic in named
         ][:2]
         topic_words = {w for tag in tags for w in tag.split()}
         taken: set[str] = set()
-        for phrase, distinctive in keyphrases(document, corpus):
-            if len(tags) >= 5 or (len(tags) >= 2 and not distinctive):
+        for phrase, key in keyphrases(document, corpus):
+            if len(tags) >= 5 or (len(tags) >= 2 and not key):
                 break
             words_ = set(phrase.split())
             if not words_ & taken and not words_ <= topic_words:
@@ -227,37 +202,38 @@ class OfflineEngine:
 
 
 def keyphrases(document: str, corpus: Corpus) -> list[tuple[str, bool]]:
-    """The title's key phrases, best first, each with whether it is distinctive.
+    """The title's phrases, best first, each with whether it is a key phrase.
 
-    Phrases are runs of content words (at most three, without a leading verb such as
-    "leveraging"), ranked by how distinctive their words are in the store and how often the
-    phrase recurs in the abstract. A single word is distinctive only if it is rarer than most;
-    the others come last (a title of common words still gets a tag)."""
+    Candidates are the spans of up to three words in the title's runs of content words (runs
+    end at punctuation and function words). A key phrase recurs in the abstract and its words
+    together are as distinctive in the store as one rare word; key phrases rank by that
+    distinctiveness. The rest follow, for a title with no key phrase, without spans that open
+    with a verb in -ing ("leveraging ...")."""
     title, _, abstract = document.partition("\n\n")
-    body = " " + " ".join(_stemmer.stemWords(_TOKEN.findall(abstract.lower()))) + " "
+    body = " " + " ".join(_stemmer.stemWords(_WORD.findall(abstract.lower()))) + " "
     rare = corpus.idf("") / 2  # half the idf of a word no paper has
     scored: dict[str, tuple[bool, float]] = {}
     for run in _runs(title):
-        if run[0].endswith("ing") and len(run[0]) > 5 and len(run) > 1:
-            run = run[1:]
-        run = run[-PHRASE_WORDS:]
         for start in range(len(run)):
-            phrase = run[start:]
-            phrase_stems = _stemmer.stemWords(phrase)
-            idf = sum(corpus.idf(s) for s in phrase_stems) / len(phrase_stems)
-            recurs = body.count(" " + " ".join(phrase_stems) + " ")
-            score = idf * (1 + math.log1p(recurs)) * (1 + 0.2 * (len(phrase) - 1))
-            scored[" ".join(phrase)] = (len(phrase) > 1 or idf >= rare, score)
+            for end in range(start + 1, min(start + PHRASE_WORDS, len(run)) + 1):
+                phrase = run[start:end]
+                phrase_stems = _stemmer.stemWords(phrase)
+                weight = sum(corpus.idf(s) for s in phrase_stems)
+                key = weight >= rare and f" {' '.join(phrase_stems)} " in body
+                if not key and start == 0 and len(run) > 1 and run[0].endswith("ing") and len(run[0]) > 5:
+                    continue  # "leveraging ..." opening a title
+                scored[" ".join(phrase)] = (key, weight)
     ranked = sorted(scored.items(), key=lambda kv: (not kv[1][0], -kv[1][1]))
-    return [(phrase, distinctive) for phrase, (distinctive, _) in ranked]
+    return [(phrase, key) for phrase, (key, _) in ranked]
 
 
 def _runs(text: str) -> list[list[str]]:
     runs: list[list[str]] = []
+    text = _LATEX.sub("", text).replace("{", "").replace("}", "")  # "\textbf{D}ual" is "Dual"
     for chunk in _PHRASE_BREAK.split(text.lower()):
         run: list[str] = []
-        for token in _TOKEN.findall(chunk):
-            if token in _FUNCTION or token.isdigit() or len(token) < 2:
+        for token in _WORD.findall(chunk):
+            if token in _FUNCTION or len(token) < 2:
                 if run:
                     runs.append(run)
                 run = []
