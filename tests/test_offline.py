@@ -83,6 +83,9 @@ def test_summary_is_one_sentence_of_the_abstract() -> None:
     summary = summarize(doc, corpus)
     assert summary.startswith("We propose a method") and summary.endswith("adapters.")
     assert len(summarize("T\n\n" + " ".join(["word"] * 80) + ".", corpus).split()) <= 31
+    # LaTeX markup in an abstract does not reach the summary.
+    latex = "T\n\nWe propose \\textit{adaptive fine-tuning} for \\textbf{ALPS} on ten languages."
+    assert summarize(latex, corpus) == "We propose adaptive fine-tuning for ALPS on ten languages."
     assert np.isfinite(corpus.idf("languag"))
 
 

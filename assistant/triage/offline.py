@@ -46,6 +46,7 @@ _STOP = frozenset(STOPWORDS_EN) | {"paper", "work", "approach", "method", "resul
 _stemmer = Stemmer.Stemmer("english")
 # Key phrases: spans of title words between punctuation and function words.
 _LATEX = re.compile(r"\\[a-zA-Z]+\s*")
+_LATEX_ARG = re.compile(r"\\[a-zA-Z]+\{([^{}]*)\}")  # \textit{word} in an abstract
 _PHRASE_BREAK = re.compile(r"[:;,!?()\[\]{}\"`“”‘’|/&+]+|\.(?=\s|$)|\s[-–—]+\s|'s\b|'")
 _FUNCTION = _STOP | frozenset(STOPWORDS_EN_PLUS) | {
     "vs", "via", "toward", "towards", "beyond", "without", "across", "let", "new", "novel", "study", "case"
@@ -261,7 +262,7 @@ def summarize(document: str, corpus: Corpus) -> str:
         bonus = 1.5 if _CUES.search(sentences[i]) else 1.0
         return bonus * shared / math.sqrt(len(toks) + 1)
 
-    return _clip_words(sentences[max(range(len(sentences)), key=score)])
+    return _clip_words(_LATEX_ARG.sub(r"\1", sentences[max(range(len(sentences)), key=score)]))
 
 
 def _clip_words(text: str, limit: int = SUMMARY_WORDS) -> str:
