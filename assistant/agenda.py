@@ -17,6 +17,8 @@ from assistant.errors import ConfigError
 
 NOT_INTERESTED = "not interested"
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_EXCLUSION = re.compile(r"(not|no|except|excluding|but not)\b", re.IGNORECASE)
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
@@ -32,10 +34,13 @@ class Topic:
 
     @property
     def text(self) -> str:
-        """What the topic is about, as one text for matching."""
+        """What the topic is about, as one text for matching. Sentences that exclude
+        something ("Not hate speech detection.") are left out: word and embedding matching
+        would read them as interest. Exclusions belong under "Not interested"."""
+        kept = " ".join(s for s in _SENTENCE_END.split(self.description) if not _EXCLUSION.match(s))
         if not self.named:
-            return self.description
-        return f"{self.name}. {self.description}".strip()
+            return kept
+        return f"{self.name}. {kept}".strip()
 
 
 @dataclass(frozen=True)

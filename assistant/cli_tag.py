@@ -30,7 +30,7 @@ class Mode(StrEnum):
     JSON = "json"
 
 
-def run_offline_tag(force: bool, limit: int | None, rank_all: bool = False) -> TagReport:
+def run_offline_tag(force: bool, limit: int | None, rank_all: bool = False, write: bool = True) -> TagReport:
     """Assess with the offline engine, with a progress bar and a one-line summary."""
     agenda = state.agenda()
     store = state.store
@@ -44,8 +44,11 @@ def run_offline_tag(force: bool, limit: int | None, rank_all: bool = False) -> T
             on_selected=lambda n: progress.update(task, total=n),
             on_progress=lambda n: progress.advance(task, n),
             rank_all=rank_all,
+            write=write,
         )
-    if report.assessed == 0:
+    if not write:
+        console.print(f"Ranked {report.total} papers with the offline engine (dry run: nothing stored).")
+    elif report.assessed == 0:
         console.print(f"All {report.total} papers are up to date (engine: offline); nothing to assess.")
     else:
         rate = report.assessed / report.seconds if report.seconds else 0.0
@@ -80,6 +83,8 @@ def _summary(report: RunReport) -> Table:
     title = (
         "Interrupted"
         if report.interrupted
+        else "Stopped: the LLM endpoint cannot be reached"
+        if report.unreachable
         else "Stopped by the budget"
         if report.stopped_by_budget
         else "Done"
@@ -130,7 +135,7 @@ def run_llm_tag(
     if llm_top is not None:
         # Rank by offline relevance computed in the same pass, so the choice of papers does
         # not change once some of them carry the LLM's own assessment.
-        offline = run_offline_tag(force=False, limit=None, rank_all=True).relevance
+        offline = run_offline_tag(force=False, limit=None, rank_all=True, write=not dry_run).relevance
         only = sorted(offline, key=lambda pid: -offline[pid])[:llm_top]
     vocabulary = store.tag_vocabulary()
     plan = plan_run(
@@ -190,14 +195,23 @@ def run_llm_tag(
         except KeyboardInterrupt:
             report.interrupted = True
     console.print(_summary(report))
-    for paper_id, reason in list(report.failures.items())[:10]:
-        err_console.print(f"[red]failed:[/red] {paper_id}: {escape(reason)}")
-    if len(report.failures) > 10:
+    if report.unreachable:
         err_console.print(
-            f"... and {len(report.failures) - 10} more ('triage tag --retry-failed' tries them again)"
+            f"[red]error:[/red] {escape(report.unreachable)}\n"
+            "Check OPENAI_BASE_URL (and that the server is running); the papers not assessed are "
+            "tried again by the next 'triage tag'."
         )
+    else:
+        for paper_id, reason in list(report.failures.items())[:10]:
+            err_console.print(f"[red]failed:[/red] {paper_id}: {escape(reason)}")
+        if len(report.failures) > 10:
+            err_console.print(
+                f"... and {len(report.failures) - 10} more ('triage tag --retry-failed' tries them again)"
+            )
     if report.interrupted:
         raise typer.Exit(130)
+    if report.failed:
+        raise typer.Exit(1)  # scripts and cron jobs see that something was not assessed
     return report
 
 

@@ -26,6 +26,11 @@ def test_headless_file_is_one_topic() -> None:
     assert agenda.topics[0].description == "Efficient inference for small language models."
     # The placeholder name is a label: it takes no part in matching ("agenda" is no research term).
     assert agenda.topics[0].text == "Efficient inference for small language models."
+    # A sentence that excludes something is not matched as interest.
+    text = "## Speech\nSpeech recognition for dialects. Not hate speech detection.\n"
+    speech = parse_agenda(text).topics[0]
+    assert speech.text == "Speech. Speech recognition for dialects."
+    assert "Not hate speech" in speech.description  # still shown and sent to an LLM as written
     titled = parse_agenda("# Inference\nSmall models.\n").topics[0]
     assert titled.name == "Inference" and titled.text == "Inference. Small models."
 

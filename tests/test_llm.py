@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,13 +22,13 @@ from typer.testing import CliRunner
 
 from assistant.agenda import parse_agenda
 from assistant.cli import app
-from assistant.config import Settings
+from assistant.config import Settings, load_settings
 from assistant.errors import ConfigError
 from assistant.models import Paper
 from assistant.store import Store
 from assistant.triage.llm import AssessFailure, LLMEngine
 from assistant.triage.prompts import load_prompts
-from assistant.triage.runner import WRITE_INTERVAL, RunReport, plan_run, run_plan
+from assistant.triage.runner import UNREACHABLE_STOP, WRITE_INTERVAL, RunReport, plan_run, run_plan
 
 AGENDA_TEXT = (
     "## Multilingual adapters\nAdapters and parameter-efficient transfer to many languages.\n\n"
@@ -219,6 +220,16 @@ def test_a_failing_paper_is_recorded_and_the_batch_goes_on(store: Store, fake: F
     assert store.count({"failed": True}) == 0
 
 
+def test_an_unreachable_endpoint_stops_the_run_and_blames_no_paper(store: Store, fake: FakeLLM) -> None:
+    with FakeLLM() as gone:
+        url = gone.url  # the port is closed once the server has stopped
+    report = run(store, SimpleNamespace(url=url), concurrency=1)  # type: ignore[arg-type]
+    assert report.unreachable is not None and url.removesuffix("/v1").removesuffix("/") in report.unreachable
+    assert report.calls == UNREACHABLE_STOP < len(PAPERS)  # the rest were not started
+    assert store.count({"failed": True}) == 0  # nothing is wrong with the papers
+    assert run(store, fake).done == len(PAPERS)  # the next run, with a server, does them all
+
+
 def test_budget_stops_starting_new_calls(store: Store, fake: FakeLLM) -> None:
     report = run(store, fake, concurrency=1, budget=0.0003, price=(0.15, 0.60))
     assert report.stopped_by_budget and 0 < report.done < 4
@@ -265,6 +276,21 @@ def test_cli_dry_run_calls_nothing(project: Path, fake: FakeLLM) -> None:
     assert result.exit_code == 0 and fake.calls == 0
     assert re.search(r"LLM calls \(2 paper\(s\) per call\)\s+│\s+2", result.output)
     assert "estimated cost" in result.output and "$" in result.output
+
+
+def test_cli_exit_status_says_when_papers_failed(project: Path, fake: FakeLLM) -> None:
+    original = fake.answer
+    fake.answer = lambda request: {**original(request), "topics": []}  # type: ignore[method-assign]
+    result = cli(fake, "tag")
+    assert result.exit_code == 1 and "failed:" in result.output
+
+
+def test_cli_dry_run_of_a_cascade_stores_nothing(project: Path, fake: FakeLLM) -> None:
+    result = cli(fake, "tag", "--llm-top", "2", "--dry-run")
+    assert result.exit_code == 0 and fake.calls == 0 and "nothing stored" in result.output
+    assert cli(fake, "ranked", "--json").output.strip() == ""  # no paper carries an assessment
+    stored = Store.open(load_settings(store=project / "store"))
+    assert [i.assessment for i in stored.iter_all()] == [None] * len(PAPERS)
 
 
 def test_cli_cascade_sends_only_the_top_papers(project: Path, fake: FakeLLM) -> None:

@@ -36,12 +36,14 @@ def tag_offline(
     on_progress: Callable[[int], None] | None = None,
     rank_all: bool = False,
     only: Collection[str] | None = None,
+    write: bool = True,
 ) -> TagReport:
     """Assess with the offline engine the papers that need it; results are stored chunk by chunk.
 
     With rank_all, every paper is scored in the same pass (only those that need it are
     stored) and the report carries each paper's offline relevance. With only, just those
-    papers are candidates (the whole store still makes the lexical statistics).
+    papers are candidates (the whole store still makes the lexical statistics). Without
+    write, nothing is stored (a dry run still ranks).
     """
     start = time.perf_counter()
     report = TagReport(engine="offline")
@@ -68,7 +70,7 @@ def tag_offline(
     report.selected = len(todo)
     if on_selected:
         on_selected(len(todo))
-    wanted = set(todo)
+    wanted = set(todo) if write else set()
     score = list(documents) if rank_all else todo
     if score:
         corpus = Corpus.build(list(documents), list(documents.values()))

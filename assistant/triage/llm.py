@@ -40,10 +40,13 @@ MODES = {"tools": instructor.Mode.TOOLS, "json": instructor.Mode.JSON}
 class AssessFailure(Exception):
     """An assessment that could not be obtained; the reason is recorded with the paper."""
 
-    def __init__(self, reason: str, usage: tuple[int, int] = (0, 0)) -> None:
+    def __init__(self, reason: str, usage: tuple[int, int] = (0, 0), unreachable: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.usage = usage
+        # The endpoint could not be reached at all: nothing is wrong with the paper, so the
+        # failure is not recorded against it and the next run tries it again.
+        self.unreachable = unreachable
 
 
 @dataclass
@@ -191,7 +194,13 @@ class LLMEngine:
                     )
         except Exception as exc:
             if isinstance(exc, InstructorRetryException | openai.OpenAIError):
-                raise AssessFailure(_failure_reason(exc), _usage_of(exc)) from exc
+                unreachable = isinstance(_cause(exc), openai.APIConnectionError) and not isinstance(
+                    _cause(exc), openai.APITimeoutError
+                )
+                reason = _failure_reason(exc)
+                if unreachable:
+                    reason = f"cannot reach the LLM endpoint at {self.client.base_url}: {_cause(exc)}"
+                raise AssessFailure(reason, _usage_of(exc), unreachable=unreachable) from exc
             raise
         prompt_tokens, completion_tokens = _usage_of(answer, completion)
         by_id = answers_by_id(answer, ids)

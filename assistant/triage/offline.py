@@ -177,7 +177,11 @@ class OfflineEngine:
     @staticmethod
     def _reason(topic: Topic, document: str, cosine: float) -> str:
         doc_stems = set(stems(document))
-        matched = [w for w in dict.fromkeys(words(topic.text)) if _stemmer.stemWord(w) in doc_stems]
+        matched = [
+            w
+            for w in dict.fromkeys(words(topic.text))
+            if w not in _FUNCTION and _stemmer.stemWord(w) in doc_stems
+        ]
         terms = ", ".join(f"'{w}'" for w in matched[:5]) if matched else "no agenda terms"
         return f"offline: matches {terms}; semantic similarity {cosine:.2f}"
 

@@ -64,6 +64,8 @@ class RunReport:
     stopped_by_budget: bool = False
     interrupted: bool = False
     failures: dict[str, str] = field(default_factory=dict)
+    # Set when calls stopped because the endpoint could not be reached: the reason.
+    unreachable: str | None = None
 
 
 class Writer:
@@ -104,6 +106,11 @@ class Writer:
     async def close(self) -> None:
         await self.queue.join()
         self.task.cancel()
+
+
+# Calls that could not reach the endpoint, one after another, before the run stops starting
+# new ones (each has already been retried with backoff).
+UNREACHABLE_STOP = 3
 
 
 def needs_llm(item: StoredPaper, key: str, *, force: bool, retry_failed: bool) -> bool:
@@ -174,10 +181,13 @@ async def run_plan(
     writer = Writer(store)
     committed = 0.0  # estimated cost of calls in flight
     spent = 0.0
+    unreachable_in_a_row = 0
 
     async def one(group: list[Paper], planned: tuple[int, int]) -> None:
-        nonlocal committed, spent
+        nonlocal committed, spent, unreachable_in_a_row
         async with semaphore:
+            if report.unreachable:
+                return
             expected = cost(*planned, price) or 0.0
             if budget is not None and spent + committed + expected > budget:
                 report.stopped_by_budget = True
@@ -187,12 +197,18 @@ async def run_plan(
                 result = await engine.assess(group, vocabulary)
             except AssessFailure as failure:
                 committed -= expected
-                writer.put({}, {p.id: (engine.key(p), failure.reason) for p in group})
+                if failure.unreachable:
+                    unreachable_in_a_row += 1
+                    if unreachable_in_a_row >= UNREACHABLE_STOP:
+                        report.unreachable = failure.reason
+                else:
+                    writer.put({}, {p.id: (engine.key(p), failure.reason) for p in group})
                 report.failed += len(group)
                 report.failures.update({p.id: failure.reason for p in group})
                 _account(report, failure.usage[0], failure.usage[1], price)
             else:
                 committed -= expected
+                unreachable_in_a_row = 0
                 writer.put(result.assessments, {})
                 report.done += len(result.assessments)
                 _account(report, result.prompt_tokens, result.completion_tokens, price)
