@@ -236,7 +236,12 @@ def tag(
     budget: Annotated[
         float | None, typer.Option(min=0, help="Stop starting calls before this many USD.")
     ] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Assess at most N papers.")] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", min=1, help="Assess at most N papers, in store order (--llm-top picks the best)."
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Re-assess papers that are up to date.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Try failed papers again.")] = False,
 ) -> None:
