@@ -148,6 +148,7 @@ def test_schema_violations_are_re_asked_then_fail_with_a_reason(fake: FakeLLM) -
     with pytest.raises(AssessFailure, match="invalid answer after 2 re-asks") as info:
         assess(engine(fake), PAPERS[:1])
     assert info.value.usage[0] > 0
+    assert "topics.0.score" in info.value.reason  # which field was wrong
 
 
 def test_several_papers_per_call_must_cover_exactly_those_ids(fake: FakeLLM) -> None:
@@ -228,6 +229,23 @@ def test_an_unreachable_endpoint_stops_the_run_and_blames_no_paper(store: Store,
     assert report.calls == UNREACHABLE_STOP < len(PAPERS)  # the rest were not started
     assert store.count({"failed": True}) == 0  # nothing is wrong with the papers
     assert run(store, fake).done == len(PAPERS)  # the next run, with a server, does them all
+
+
+def test_one_bad_answer_in_a_batch_does_not_cost_the_others(store: Store, fake: FakeLLM) -> None:
+    def spoil(paper: dict[str, Any]) -> dict[str, Any]:
+        return {**paper, "topics": []} if "protein" in paper["summary"] else paper
+
+    original = fake.answer
+
+    def answer(request: Any) -> dict[str, Any]:
+        args = original(request)
+        return {"papers": [spoil(p) for p in args["papers"]]} if "papers" in args else spoil(args)
+
+    fake.answer = answer  # type: ignore[method-assign]
+    report = run(store, fake, per_call=4)
+    assert (report.done, report.failed) == (3, 1)  # the batch failed, then one call per paper
+    assert store.get(PAPERS[3].id).failure is not None  # type: ignore[union-attr]
+    assert all(store.get(p.id).assessment is not None for p in PAPERS[:3])  # type: ignore[union-attr]
 
 
 def test_budget_stops_starting_new_calls(store: Store, fake: FakeLLM) -> None:

@@ -122,7 +122,10 @@ def _failure_reason(exc: BaseException) -> str:
     if isinstance(cause, openai.APIConnectionError):
         return f"cannot reach the LLM endpoint: {cause}"
     if isinstance(cause, ValidationError):
-        text = "; ".join(str(err["msg"]) for err in cause.errors())
+        text = "; ".join(
+            f"{'.'.join(str(part) for part in err['loc'])}: {err['msg']}" if err["loc"] else str(err["msg"])
+            for err in cause.errors()
+        )
     else:
         text = " ".join(str(cause).split())
     return f"invalid answer after {REASKS} re-asks: {text[:300]}"

@@ -184,38 +184,47 @@ async def run_plan(
     unreachable_in_a_row = 0
 
     async def one(group: list[Paper], planned: tuple[int, int]) -> None:
-        nonlocal committed, spent, unreachable_in_a_row
         async with semaphore:
-            if report.unreachable:
-                return
-            expected = cost(*planned, price) or 0.0
-            if budget is not None and spent + committed + expected > budget:
-                report.stopped_by_budget = True
-                return
-            committed += expected
-            try:
-                result = await engine.assess(group, vocabulary)
-            except AssessFailure as failure:
-                committed -= expected
-                if failure.unreachable:
-                    unreachable_in_a_row += 1
-                    if unreachable_in_a_row >= UNREACHABLE_STOP:
-                        report.unreachable = failure.reason
-                else:
-                    writer.put({}, {p.id: (engine.key(p), failure.reason) for p in group})
-                report.failed += len(group)
-                report.failures.update({p.id: failure.reason for p in group})
-                _account(report, failure.usage[0], failure.usage[1], price)
-            else:
-                committed -= expected
-                unreachable_in_a_row = 0
-                writer.put(result.assessments, {})
-                report.done += len(result.assessments)
-                _account(report, result.prompt_tokens, result.completion_tokens, price)
+            await call(group, cost(*planned, price) or 0.0)
+
+    async def call(group: list[Paper], expected: float) -> None:
+        nonlocal committed, spent, unreachable_in_a_row
+        if report.unreachable:
+            return
+        if budget is not None and spent + committed + expected > budget:
+            report.stopped_by_budget = True
+            return
+        committed += expected
+        try:
+            result = await engine.assess(group, vocabulary)
+        except AssessFailure as failure:
+            committed -= expected
             report.calls += 1
+            _account(report, failure.usage[0], failure.usage[1], price)
             spent = report.cost or 0.0
-            if on_update:
-                on_update(report)
+            if len(group) > 1 and not failure.unreachable:
+                # One bad answer in a batch should not cost the others: one call each.
+                for paper in group:
+                    await call([paper], expected / len(group))
+                return
+            if failure.unreachable:
+                unreachable_in_a_row += 1
+                if unreachable_in_a_row >= UNREACHABLE_STOP:
+                    report.unreachable = failure.reason
+            else:
+                writer.put({}, {p.id: (engine.key(p), failure.reason) for p in group})
+            report.failed += len(group)
+            report.failures.update({p.id: failure.reason for p in group})
+        else:
+            committed -= expected
+            unreachable_in_a_row = 0
+            writer.put(result.assessments, {})
+            report.done += len(result.assessments)
+            report.calls += 1
+            _account(report, result.prompt_tokens, result.completion_tokens, price)
+            spent = report.cost or 0.0
+        if on_update:
+            on_update(report)
 
     tasks = [asyncio.ensure_future(one(g, e)) for g, e in zip(plan.groups, plan.estimates, strict=True)]
     try:
