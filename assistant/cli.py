@@ -70,6 +70,13 @@ class State:
     def agenda(self) -> Agenda:
         return load_agenda(self.settings.agenda_path)
 
+    def agenda_hash(self) -> str | None:
+        """The current agenda's hash, or None when there is no readable agenda."""
+        try:
+            return self.agenda().hash
+        except TriageError:
+            return None
+
 
 state = State()
 
@@ -355,7 +362,14 @@ def ranked(
     if not items:
         console.print("No assessed papers yet: run 'triage tag'.")
         return
-    console.print(papers_table(items, f"Top {len(items)} by relevance", width=console.width))
+    current = state.agenda_hash()
+    stale = {i.paper.id for i in items if current and i.assessment and i.assessment.agenda_hash != current}
+    console.print(papers_table(items, f"Top {len(items)} by relevance", width=console.width, stale=stale))
+    if stale:
+        console.print(
+            f"[yellow]{len(stale)} of these were assessed against an earlier agenda[/yellow] "
+            "(marked 'stale'); 'triage tag' re-assesses them."
+        )
 
 
 @app.command()
@@ -386,10 +400,17 @@ def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage rank
             relevance_bar(a.relevance),
             f"  [dim]({a.engine}, {a.created_at:%Y-%m-%d %H:%M})[/dim]",
         )
+        current = state.agenda_hash()
+        if current and a.agenda_hash != current:
+            console.print(
+                "[yellow]stale:[/yellow] assessed against an earlier agenda; 'triage tag' re-assesses it"
+            )
         console.print(f"[bold]summary[/bold] {escape(a.summary)}")
         for t in a.topics:
             console.print(f"  {t.score:>2}/10 [bold]{escape(t.topic)}[/bold]: {escape(t.reason)}")
         console.print(f"[bold]tags[/bold] {escape(', '.join(a.tags))}")
+    if item.failure:
+        console.print(f"[red]last LLM attempt failed:[/red] {escape(item.failure[1])}")
     if d.note:
         console.print(f"[bold]note[/bold] {escape(d.note)}")
     if p.abstract:

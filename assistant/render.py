@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from rich.markup import escape
 from rich.table import Table
@@ -23,11 +23,16 @@ def relevance_bar(value: float | None, width: int = 10) -> Text:
 
 
 def papers_table(
-    items: Sequence[StoredPaper], title: str, scores: Sequence[float] | None = None, width: int = 120
+    items: Sequence[StoredPaper],
+    title: str,
+    scores: Sequence[float] | None = None,
+    width: int = 120,
+    stale: Collection[str] = (),
 ) -> Table:
     """Papers by rank: relevance (or similarity), title and id, tags, status.
 
-    Narrow terminals get the id under the title and no tag column.
+    Narrow terminals get the id under the title and no tag column. Papers in stale are
+    marked as assessed against an earlier agenda.
     """
     wide = width >= 110
     table = Table(title=title, title_justify="left", expand=wide)
@@ -53,8 +58,11 @@ def papers_table(
         if wide:
             tags = ", ".join(a.tags[:4]) if a else ""
             by = ((a.model if a.engine == "llm" else a.engine) or "") if a else ""
-            table.add_row(str(rank), score_cell, title_cell, escape(tags), status, escape(by), item.paper.id)
+            by = escape(by) + (" [yellow]stale[/yellow]" if item.paper.id in stale else "")
+            table.add_row(str(rank), score_cell, title_cell, escape(tags), status, by, item.paper.id)
         else:
+            if item.paper.id in stale:
+                status += " [yellow]stale[/yellow]"
             table.add_row(str(rank), score_cell, f"{title_cell}\n[dim]{item.paper.id}[/dim]", status)
     return table
 

@@ -41,6 +41,18 @@ def test_demo_imports_assesses_and_ranks_offline(isolated: Path) -> None:
     assert "up to date" in again.output and again.exit_code == 0
 
 
+def test_ranked_and_show_mark_assessments_of_an_earlier_agenda(isolated: Path) -> None:
+    assert run("demo", "--top", "3").exit_code == 0
+    first = json.loads(run("ranked", "--json", "--top", "1").output.splitlines()[0])["paper"]["id"]
+    assert "stale" not in run("ranked", "--top", "5").output + run("show", first).output
+    agenda = isolated / "agenda.md"
+    agenda.write_text(agenda.read_text() + "\n## Speech\nSpeech recognition for dialects.\n")
+    ranked = run("ranked", "--top", "5")
+    assert "stale" in ranked.output and "5 of these were assessed against an earlier agenda" in ranked.output
+    assert "stale:" in run("show", first).output
+    assert run("tag").exit_code == 0 and "stale" not in run("ranked", "--top", "5").output
+
+
 def test_ingest_reports_and_exit_status(tmp_path: Path) -> None:
     good = write_lines(tmp_path / "good.jsonl", [json.dumps(r) for r in sample_records(3)])
     assert run("ingest", str(good)).exit_code == 0
