@@ -7,6 +7,7 @@ HTML comments are ignored, so a starter agenda can explain itself.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ class Topic:
     # title, or "Not interested"): it then takes no part in matching.
     named: bool = True
 
-    @property
+    @functools.cached_property
     def text(self) -> str:
         """What the topic is about, as one text for matching. Sentences that exclude
         something ("Not hate speech detection.") are left out: word and embedding matching

@@ -120,6 +120,8 @@ class OfflineEngine:
     def __init__(self, agenda: Agenda, embed: Callable[[list[str]], Any]) -> None:
         self.agenda = agenda
         self.topic_vectors = np.asarray(embed([t.text for t in agenda.topics]), dtype=np.float32)
+        # Topics that give a tag: not "Not interested", not a headless file's placeholder name.
+        self.tag_topics = {t.name for t in agenda.topics if t.named and not t.negative}
 
     def components(
         self, corpus: Corpus, targets: Sequence[str], vectors: Mapping[str, Sequence[float]]
@@ -186,13 +188,10 @@ class OfflineEngine:
         return f"offline: matches {terms}; semantic similarity {cosine:.2f}"
 
     def _tags(self, document: str, topics: list[TopicScore], corpus: Corpus) -> list[str]:
-        negative = self.agenda.negative.name if self.agenda.negative else None
-        # A topic whose name is only a label (a file without headings) gives no tag.
-        named = {t.name for t in self.agenda.topics if t.named}
         tags = [
             " ".join(words(t.topic)[: PHRASE_WORDS + 1]) or t.topic.casefold()
             for t in sorted(topics, key=lambda t: -t.score)
-            if t.score >= TAG_TOPIC_MIN and t.topic != negative and t.topic in named
+            if t.score >= TAG_TOPIC_MIN and t.topic in self.tag_topics
         ][:2]
         topic_words = {w for tag in tags for w in tag.split()}
         taken: set[str] = set()
