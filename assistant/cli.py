@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import platform
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -32,6 +32,8 @@ from assistant.ingest.arxiv import ArxivClient
 from assistant.models import Status, StoredPaper
 from assistant.render import ingest_table, papers_table, relevance_bar
 from assistant.store import Store
+from assistant.triage.assess import is_stale
+from assistant.triage.prompts import Prompts, load_prompts
 
 app = typer.Typer(
     name="triage",
@@ -70,12 +72,18 @@ class State:
     def agenda(self) -> Agenda:
         return load_agenda(self.settings.agenda_path)
 
-    def agenda_hash(self) -> str | None:
-        """The current agenda's hash, or None when there is no readable agenda."""
+    def stale(self, items: Sequence[StoredPaper]) -> set[str]:
+        """Ids of the papers whose assessment predates the agenda, prompts or paper text
+        (none when there is no readable agenda)."""
         try:
-            return self.agenda().hash
+            agenda = self.agenda()
         except TriageError:
-            return None
+            return set()
+        try:
+            prompts: Prompts | None = load_prompts(self.settings.prompts)
+        except TriageError:
+            prompts = None  # offline assessments are still checked
+        return {i.paper.id for i in items if is_stale(i, agenda, prompts)}
 
 
 state = State()
@@ -362,13 +370,12 @@ def ranked(
     if not items:
         console.print("No assessed papers yet: run 'triage tag'.")
         return
-    current = state.agenda_hash()
-    stale = {i.paper.id for i in items if current and i.assessment and i.assessment.agenda_hash != current}
+    stale = state.stale(items)
     console.print(papers_table(items, f"Top {len(items)} by relevance", width=console.width, stale=stale))
     if stale:
         console.print(
-            f"[yellow]{len(stale)} of these were assessed against an earlier agenda[/yellow] "
-            "(marked 'stale'); 'triage tag' re-assesses them."
+            f"[yellow]{len(stale)} of these were assessed before the agenda, prompts or paper "
+            "changed[/yellow] (marked 'stale'); 'triage tag' re-assesses them."
         )
 
 
@@ -400,10 +407,10 @@ def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage rank
             relevance_bar(a.relevance),
             f"  [dim]({a.engine}, {a.created_at:%Y-%m-%d %H:%M})[/dim]",
         )
-        current = state.agenda_hash()
-        if current and a.agenda_hash != current:
+        if state.stale([item]):
             console.print(
-                "[yellow]stale:[/yellow] assessed against an earlier agenda; 'triage tag' re-assesses it"
+                "[yellow]stale:[/yellow] assessed before the agenda, prompts or paper changed; "
+                "'triage tag' re-assesses it"
             )
         console.print(f"[bold]summary[/bold] {escape(a.summary)}")
         for t in a.topics:

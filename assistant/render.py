@@ -32,7 +32,7 @@ def papers_table(
     """Papers by rank: relevance (or similarity), title and id, tags, status.
 
     Narrow terminals get the id under the title and no tag column. Papers in stale are
-    marked as assessed against an earlier agenda.
+    marked stale (assessed before the agenda, prompts or paper changed).
     """
     wide = width >= 110
     table = Table(title=title, title_justify="left", expand=wide)

@@ -115,12 +115,12 @@ def _wait(state: RetryCallState) -> float:
     return base / 2 + random.uniform(0, base / 2)
 
 
-def _failure_reason(exc: BaseException) -> str:
+def _failure_reason(exc: BaseException, endpoint: object) -> str:
     cause = _cause(exc)
     if isinstance(cause, openai.APIStatusError):
         return f"HTTP {cause.status_code} from the LLM endpoint: {str(cause.message)[:200]}"
     if isinstance(cause, openai.APIConnectionError):
-        return f"cannot reach the LLM endpoint: {cause}"
+        return f"cannot reach the LLM endpoint at {endpoint}: {cause}"
     if isinstance(cause, ValidationError):
         text = "; ".join(
             f"{'.'.join(str(part) for part in err['loc'])}: {err['msg']}" if err["loc"] else str(err["msg"])
@@ -197,12 +197,11 @@ class LLMEngine:
                     )
         except Exception as exc:
             if isinstance(exc, InstructorRetryException | openai.OpenAIError):
-                unreachable = isinstance(_cause(exc), openai.APIConnectionError) and not isinstance(
-                    _cause(exc), openai.APITimeoutError
+                cause = _cause(exc)
+                unreachable = isinstance(cause, openai.APIConnectionError) and not isinstance(
+                    cause, openai.APITimeoutError
                 )
-                reason = _failure_reason(exc)
-                if unreachable:
-                    reason = f"cannot reach the LLM endpoint at {self.client.base_url}: {_cause(exc)}"
+                reason = _failure_reason(exc, self.client.base_url)
                 raise AssessFailure(reason, _usage_of(exc), unreachable=unreachable) from exc
             raise
         prompt_tokens, completion_tokens = _usage_of(answer, completion)
