@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import json
 import platform
 import sys
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -29,7 +31,9 @@ from assistant.config import Settings, default_config_path, load_settings
 from assistant.errors import TriageError
 from assistant.ingest import PARSERS, FileReport, ingest_arxiv, ingest_files
 from assistant.ingest.arxiv import ArxivClient
+from assistant.lists import ReadingLists
 from assistant.models import Status, StoredPaper
+from assistant.personal import Ranking, StoreRanking, store_ranking
 from assistant.render import ingest_table, papers_table, relevance_bar
 from assistant.store import Store
 from assistant.triage.assess import is_stale
@@ -56,6 +60,7 @@ class State:
         self.config_file: Path | None = None
         self._settings: Settings | None = None
         self._store: Store | None = None
+        self._ranking: StoreRanking | None = None
 
     @property
     def settings(self) -> Settings:
@@ -71,6 +76,30 @@ class State:
 
     def agenda(self) -> Agenda:
         return load_agenda(self.settings.agenda_path)
+
+    def personal(self, quiet: bool = False) -> StoreRanking | None:
+        """The store ranked with the personal model (once per command); None, with a one-line
+        note, when it cannot be had: the engine's order is used then."""
+        if self._ranking is None:
+            try:
+                agenda = self.agenda() if self.settings.agenda_path.exists() else None
+            except TriageError:
+                agenda = None
+            topics = [t.name for t in agenda.topics] if agenda else []
+            try:
+                self._ranking = store_ranking(self.store, topics)
+            except TriageError:
+                raise
+            except Exception as exc:  # a derived order: the engine's stands without it
+                err_console.print(
+                    f"[yellow]note:[/yellow] the personal model could not be trained "
+                    f"({type(exc).__name__}: {escape(str(exc))[:200]}); the engine's order is used"
+                )
+                return None
+            if not quiet:
+                for note in self._ranking.notes:
+                    err_console.print(f"[dim]note: {escape(note)}[/dim]")
+        return self._ranking
 
     def stale(self, items: Sequence[StoredPaper]) -> set[str]:
         """Ids of the papers whose assessment predates the agenda, prompts or paper text
@@ -153,6 +182,7 @@ def main(
     state.config_file = config
     state._settings = None
     state._store = None
+    state._ranking = None
 
 
 def _progress(*fields: str) -> Progress:
@@ -214,6 +244,18 @@ def ingest(
         list[str] | None, typer.Option("--arxiv-id", help="Fetch these arXiv ids (repeat the option).")
     ] = None,
     maximum: Annotated[int, typer.Option("--max", min=1, help="At most this many arXiv results.")] = 100,
+    accept: Annotated[
+        bool,
+        typer.Option(
+            "--accept",
+            help="Mark every imported paper accepted: a reference manager's library (Zotero, a .bib) "
+            "becomes the personal model's starting profile.",
+        ),
+    ] = False,
+    list_name: Annotated[
+        str | None,
+        typer.Option("--list", "-l", help="File every imported paper into this reading list (made if new)."),
+    ] = None,
 ) -> None:
     """Import papers into the store; each paper is kept once (same arXiv id, DOI or title merge)."""
     if not files and not arxiv and not arxiv_id:
@@ -234,6 +276,18 @@ def ingest(
             )
         print_ingest([report])
         reports.append(report)
+    imported = list(dict.fromkeys(pid for r in reports for pid in r.ids))
+    if imported and accept:
+        state.store.set_status(imported, Status.ACCEPTED, seed=True)
+        console.print(
+            f"Marked {len(imported)} papers accepted: the personal model learns from them "
+            "('triage ranked' and 'triage review' show the queue it makes)."
+        )
+    if imported and list_name:
+        lists = ReadingLists(state.store)
+        chosen = lists.create(list_name, exist_ok=True)
+        added = lists.add(chosen.name, imported)
+        console.print(f"Filed {added} papers into the reading list {escape(chosen.name)!r}.")
     if any(not r.ok for r in reports):
         raise typer.Exit(1)
 
@@ -347,31 +401,94 @@ def doctor() -> None:
         raise typer.Exit(1)
 
 
-def ranked_items(top: int) -> list[StoredPaper]:
+class RankSort(StrEnum):
+    RELEVANCE = "relevance"
+    UNCERTAIN = "uncertain"
+    DISAGREEMENT = "disagreement"
+
+
+def ranked_items(
+    top: int | None, sort: RankSort = RankSort.RELEVANCE
+) -> tuple[list[StoredPaper], Ranking | None]:
+    """Assessed papers in the queue's order (the blend of the engine and the personal model),
+    and the ranking when there is one. The uncertain and disagreement orders cover the papers
+    with no decision yet."""
     items = [i for i in state.store.iter_all() if i.assessment]
-    items.sort(key=lambda i: (-(i.assessment.relevance if i.assessment else 0.0), -(i.paper.year or 0)))
-    return items[:top]
+    personal = state.personal()
+    ranking = personal.ranking if personal else None
+
+    def relevance(i: StoredPaper) -> float:
+        return i.assessment.relevance if i.assessment else 0.0
+
+    if ranking is None or sort is RankSort.RELEVANCE:
+        if ranking is not None:
+            items.sort(key=lambda i: (-ranking.key(i.paper.id, relevance(i)), -(i.paper.year or 0)))
+        else:
+            items.sort(key=lambda i: (-relevance(i), -(i.paper.year or 0)))
+    else:
+        items = [i for i in items if i.decision.status is Status.NEW]
+        if sort is RankSort.UNCERTAIN:
+            items.sort(key=lambda i: (ranking.uncertain(i.paper.id), -relevance(i)))
+        else:
+            items.sort(key=lambda i: -abs(ranking.disagreement(i.paper.id)))
+    return (items[:top] if top else items), ranking
+
+
+SORT_TITLES = {
+    RankSort.RELEVANCE: "by relevance",
+    RankSort.UNCERTAIN: "the model is least sure of (deciding these teaches it most)",
+    RankSort.DISAGREEMENT: "where your model and the engine disagree most (↑ you like it more, ↓ less)",
+}
 
 
 @app.command()
 @user_errors
 def ranked(
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="How many papers.")] = 20,
+    sort: Annotated[
+        RankSort,
+        typer.Option(
+            help="relevance: the queue's order (the engine blended with what your decisions taught); "
+            "uncertain: undecided papers whose decision would teach the personal model most; "
+            "disagreement: undecided papers the model and the engine disagree on."
+        ),
+    ] = RankSort.RELEVANCE,
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per line instead of a table.")
     ] = False,
 ) -> None:
-    """Print the queue ordered by relevance."""
-    items = ranked_items(top)
+    """Print the queue ordered by relevance (with the personal model once it has learned)."""
+    items, ranking = ranked_items(top, sort)
+    if sort is not RankSort.RELEVANCE and (ranking is None or ranking.model is None):
+        note = ranking.fit.note if ranking else "the personal model is not available"
+        err_console.print(
+            f"[yellow]No personal model yet ({escape(note)}): papers come by relevance.[/yellow]"
+        )
+    shown = {i.paper.id: ranking.score(i.paper.id) for i in items} if ranking and ranking.personal else None
     if as_json:
         for item in items:
-            sys.stdout.write(item.model_dump_json() + "\n")
+            record = json.loads(item.model_dump_json())
+            if shown is not None:
+                record["score"] = shown[item.paper.id]
+            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
     if not items:
-        console.print("No assessed papers yet: run 'triage tag'.")
+        console.print(
+            "No assessed papers yet: run 'triage tag'."
+            if sort is RankSort.RELEVANCE
+            else "No undecided assessed papers."
+        )
         return
     stale = state.stale(items)
-    console.print(papers_table(items, f"Top {len(items)} by relevance", width=console.width, stale=stale))
+    marks = (
+        {i.paper.id: "↑" if ranking.disagreement(i.paper.id) > 0 else "↓" for i in items}
+        if ranking is not None and sort is RankSort.DISAGREEMENT
+        else {}
+    )
+    title = f"Top {len(items)} {SORT_TITLES[sort]}"
+    if shown is not None and sort is RankSort.RELEVANCE:
+        title += " (with what your decisions taught)"
+    console.print(papers_table(items, title, width=console.width, stale=stale, shown=shown, marks=marks))
     if stale:
         console.print(
             f"[yellow]{len(stale)} of these were assessed before the agenda, prompts or paper "
@@ -416,6 +533,17 @@ def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage rank
         for t in a.topics:
             console.print(f"  {t.score:>2}/10 [bold]{escape(t.topic)}[/bold]: {escape(t.reason)}")
         console.print(f"[bold]tags[/bold] {escape(', '.join(a.tags))}")
+        personal = state.personal(quiet=True)
+        explanation = personal.ranking.explain(p.id) if personal else None
+        if explanation is not None and personal is not None and personal.ranking.personal:
+            console.print("[bold]your decisions[/bold] " + escape(explanation.lines()[0]))
+            for line in explanation.lines()[1:]:
+                console.print(f"  {escape(line)}")
+            console.print(f"  [dim]{escape(explanation.note)}[/dim]")
+        elif personal is not None:
+            console.print(f"[bold]your decisions[/bold] [dim]{escape(personal.ranking.fit.note)}[/dim]")
+    if d.tags:
+        console.print(f"[bold]your tags[/bold] {escape(', '.join(d.tags))}")
     if item.failure:
         console.print(f"[red]last LLM attempt failed:[/red] {escape(item.failure[1])}")
     if d.note:
@@ -475,7 +603,7 @@ def demo(
         run_ingest([path], "jsonl")
     cli_tag.run_offline_tag(force=False, limit=None)
     console.print(
-        papers_table(ranked_items(top), f"Top {top} by relevance (offline engine)", width=console.width)
+        papers_table(ranked_items(top)[0], f"Top {top} by relevance (offline engine)", width=console.width)
     )
     console.print(
         "Next: 'triage review' to go through the queue with the keyboard, "
@@ -488,6 +616,6 @@ def entrypoint() -> None:
 
 
 # Commands defined in their own modules register themselves on `app` when imported.
-from assistant import cli_export, cli_lists, cli_review, cli_tag  # noqa: E402
+from assistant import cli_export, cli_lists, cli_personal, cli_review, cli_tag  # noqa: E402
 
-__all__ = ["app", "cli_export", "cli_lists", "cli_review", "cli_tag", "entrypoint"]
+__all__ = ["app", "cli_export", "cli_lists", "cli_personal", "cli_review", "cli_tag", "entrypoint"]

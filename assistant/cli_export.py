@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import Annotated
@@ -152,6 +153,29 @@ def export(
     emit(chosen.write(items, context), output, len(items), chosen.name)
 
 
+def queue_score() -> Callable[[StoredPaper], float] | None:
+    """The queue's blended order as a sort score, when the personal model is in it."""
+    personal = state.personal()
+    if personal is None or not personal.ranking.personal:
+        return None
+    ranking = personal.ranking
+    return lambda i: ranking.key(i.paper.id, i.assessment.relevance if i.assessment else None)
+
+
+def queue_shift() -> Callable[[StoredPaper], float] | None:
+    """How far the personal model moves each paper on the 0-10 scale, when it is in the queue."""
+    personal = state.personal()
+    if personal is None or not personal.ranking.personal:
+        return None
+    ranking = personal.ranking
+
+    def shift(item: StoredPaper) -> float:
+        shown = ranking.score(item.paper.id)
+        return shown - item.assessment.relevance if shown is not None and item.assessment else 0.0
+
+    return shift
+
+
 def select(selection: Selection, query: str | None, limit: int | None) -> list[StoredPaper]:
     """The selected papers: by relevance (by the topic's score with --topic), or the nearest to `query`."""
     store = state.store
@@ -162,7 +186,7 @@ def select(selection: Selection, query: str | None, limit: int | None) -> list[S
         k = wanted * 4 if selection.topic else wanted
         hits = store.search(query, k=k, where=where)
         return [h.item for h in hits if selection.matches(h.item)][:wanted]
-    items = by_relevance([i for i in store.iter_all(where) if selection.matches(i)])
+    items = by_relevance([i for i in store.iter_all(where) if selection.matches(i)], queue_score())
     if selection.topic:
         topic = selection.topic
         items.sort(
@@ -187,7 +211,7 @@ def digest(
     day: date = parse_when(since)
     agenda = optional_agenda()
     kept = Selection(statuses=tuple(s for s in Status if s is not Status.REJECTED))
-    result = build_digest(state.store.iter_all(kept.where()), agenda, day, top)
+    result = build_digest(state.store.iter_all(kept.where()), agenda, day, top, queue_shift())
     text = render_digest(result, agenda)
     papers = len({i.paper.id for entries in result.topics.values() for i, _ in entries})
     emit(text, output, papers, f"digest of {len(result.new)} new since {day.isoformat()}")

@@ -12,7 +12,9 @@ from rich.table import Table
 
 from assistant.cli import _progress, app, console, err_console, state, user_errors
 from assistant.errors import ConfigError, TriageError
+from assistant.store import Store
 from assistant.triage.batch import TagReport, tag_offline
+from assistant.triage.examples import Examples
 from assistant.triage.llm import DEFAULT_MODEL, LLMEngine
 from assistant.triage.pricing import cost, price_for
 from assistant.triage.prompts import load_prompts
@@ -57,6 +59,15 @@ def run_offline_tag(force: bool, limit: int | None, rank_all: bool = False, writ
             f"in {report.seconds:.1f}s ({rate:.0f}/s); {report.up_to_date} were already up to date."
         )
     return report
+
+
+def load_examples(store: Store, k: int) -> Examples | None:
+    """The calibration examples for an LLM run (None for k = 0), with every paper's vector."""
+    if k <= 0:
+        return None
+    found = Examples.from_store(store, k)
+    found.prepare(store.embeddings(list(store.iter_ids())))
+    return found
 
 
 def _money(value: float | None) -> str:
@@ -116,6 +127,7 @@ def run_llm_tag(
     limit: int | None,
     force: bool,
     retry_failed: bool,
+    examples: int = 0,
 ) -> RunReport | None:
     settings = state.settings
     agenda = state.agenda()
@@ -127,17 +139,27 @@ def run_llm_tag(
             f'[prices]\n"{model}" = [0.15, 0.60]  # USD per million input, output tokens'
         )
     api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    engine = LLMEngine(
-        agenda, prompts, model=model, base_url=settings.openai_base_url, api_key=api_key, mode=mode
-    )
     store = state.store
+    engine = LLMEngine(
+        agenda,
+        prompts,
+        model=model,
+        base_url=settings.openai_base_url,
+        api_key=api_key,
+        mode=mode,
+        examples=load_examples(store, examples),
+    )
     only: list[str] | None = None
     if llm_top is not None:
         # Rank by offline relevance computed in the same pass, so the choice of papers does
         # not change once some of them carry the LLM's own assessment.
         offline = run_offline_tag(force=False, limit=None, rank_all=True, write=not dry_run).relevance
+        personal = state.personal()
+        if personal is not None and personal.ranking.fit.active:
+            offline = personal.ranking.reorder(offline)  # what the decisions taught moves the cut
         only = sorted(offline, key=lambda pid: -offline[pid])[:llm_top]
     vocabulary = store.tag_vocabulary()
+    personal = state.personal(quiet=True)
     plan = plan_run(
         store,
         engine,
@@ -147,6 +169,7 @@ def run_llm_tag(
         limit=limit,
         only=only,
         vocabulary=vocabulary,
+        priority=personal.ranking.priority if personal is not None else None,
     )
     if dry_run:
         console.print(_plan_table(plan, engine, per_call, price))
@@ -238,12 +261,21 @@ def tag(
     ] = None,
     limit: Annotated[
         int | None,
-        typer.Option(
-            "--limit", min=1, help="Assess at most N papers, in store order (--llm-top picks the best)."
-        ),
+        typer.Option("--limit", min=1, help="Assess at most N papers, the queue's best first."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Re-assess papers that are up to date.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Try failed papers again.")] = False,
+    examples: Annotated[
+        int | None,
+        typer.Option(
+            "--examples",
+            min=0,
+            max=50,
+            help="Show the LLM the K decided papers nearest to each paper, with your decision, to "
+            "calibrate its scores (config 'examples', TRIAGE_EXAMPLES; part of the cache key).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Assess every paper whose assessment is missing or stale against the agenda."""
     settings = state.settings
@@ -266,4 +298,5 @@ def tag(
         limit=limit,
         force=force,
         retry_failed=retry_failed,
+        examples=settings.examples if examples is None else examples,
     )

@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     arxiv_url: str = Field(default="https://export.arxiv.org/api/query", description="arXiv API endpoint")
     arxiv_delay: float = Field(default=3.0, ge=0, description="seconds between arXiv API requests")
     prompts: Path | None = Field(default=None, description="directory overriding the prompt templates")
+    examples: int = Field(
+        default=0, ge=0, le=50, description="decided papers shown to the LLM as calibration examples"
+    )
     prices: dict[str, list[float]] = Field(
         default_factory=dict, description="model -> [input, output] USD per million tokens"
     )

@@ -7,7 +7,7 @@ the new papers that score at least 1 on it, best first; a paper can appear under
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -37,14 +37,22 @@ class Digest:
         return sum(1 for i in self.new if i.assessment is None)
 
 
-def build(items: Iterable[StoredPaper], agenda: Agenda | None, since: date, top: int) -> Digest:
+def build(
+    items: Iterable[StoredPaper],
+    agenda: Agenda | None,
+    since: date,
+    top: int,
+    shift: Callable[[StoredPaper], float] | None = None,
+) -> Digest:
+    """The new papers per topic, best on it first. With `shift` (how far the personal model
+    moves a paper on the 0-10 scale in the queue), a topic's score is moved as much."""
     new = [i for i in items if i.decision.status is not Status.REJECTED and is_new(i, since)]
     result = Digest(since=since, top=top, new=new)
     for name in topic_names(agenda, new):
         scored = [(i, s) for i in new if (s := topic_score(i, name)) is not None and s.score >= 1]
         scored.sort(
             key=lambda e: (
-                -e[1].score,
+                -(e[1].score + (shift(e[0]) if shift else 0.0)),
                 -(e[0].assessment.relevance if e[0].assessment else 0.0),
                 e[0].paper.title,
             )

@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import platformdirs
 
@@ -30,7 +30,7 @@ from assistant.models import Paper, Status
 from assistant.selection import Selection
 from assistant.store import Store
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 # A refresh re-reads papers stamped this long before the previous refresh: a writer stamps a
 # paper a moment before its write commits, and clocks of processes sharing a server differ.
 REFRESH_OVERLAP = 10.0
@@ -41,6 +41,20 @@ class Sort(StrEnum):
     NEWEST = "newest"
     ADDED = "added"
     TITLE = "title"
+    UNCERTAIN = "uncertain"
+    DISAGREEMENT = "disagreement"
+
+
+# The sorts that follow the personal ranking: their orders are rebuilt when it changes.
+PERSONAL_SORTS = (Sort.RELEVANCE, Sort.UNCERTAIN, Sort.DISAGREEMENT)
+
+
+class Ranked(Protocol):
+    """The personal ranking as the queue uses it (`assistant.personal.Ranking`)."""
+
+    def key(self, pid: str, relevance: float | None) -> float: ...
+    def uncertain(self, pid: str) -> float: ...
+    def disagreement(self, pid: str) -> float: ...
 
 
 @dataclass(slots=True)
@@ -63,6 +77,7 @@ class Row:
     sources: tuple[str, ...]
     failed: bool
     touched: float = field(default=0.0, compare=False)  # when the paper was last written
+    seed: bool = False  # decided by an import (--accept), not from the queue
     text: str = field(default="", compare=False)  # what keyword search looks in, casefolded
 
     def __post_init__(self) -> None:
@@ -101,6 +116,7 @@ class Row:
             sources=tuple(meta.get("sources") or ()),
             failed=bool(meta.get("failed")),
             touched=float(meta.get("touched") or 0.0),
+            seed=bool(meta.get("seed")),
         )
 
 
@@ -111,9 +127,19 @@ def _bin(relevance: float) -> int:
     return max(0, min(BINS - 1, int(relevance * BINS / 10)))
 
 
-def _sort_key(sort: Sort) -> Callable[[Row], Any]:
+def sort_key(sort: Sort, ranking: Ranked | None = None) -> Callable[[Row], Any]:
+    """The key of a sort order. With a personal ranking, relevance is the blended order;
+    uncertain puts first the undecided papers the model is least sure of, disagreement those
+    on which it and the engine differ most (without a ranking, both are by relevance)."""
     # Ties break on the newer paper, then the id, so the order is stable.
-    if sort is Sort.RELEVANCE:
+    if ranking is not None:
+        if sort is Sort.UNCERTAIN:
+            return lambda r: (r.status is not Status.NEW, ranking.uncertain(r.id), r.id)
+        if sort is Sort.DISAGREEMENT:
+            return lambda r: (r.status is not Status.NEW, -abs(ranking.disagreement(r.id)), r.id)
+        if sort is Sort.RELEVANCE:
+            return lambda r: (-ranking.key(r.id, r.relevance), -(r.day or 0), r.id)
+    if sort in PERSONAL_SORTS:
         return lambda r: (-(r.relevance if r.relevance is not None else -1.0), -(r.day or 0), r.id)
     if sort is Sort.NEWEST:
         return lambda r: (-(r.day or 0), -(r.relevance or 0.0), r.id)
@@ -136,13 +162,26 @@ class QueueIndex:
     _orders: dict[Sort, list[str]] = field(default_factory=dict)
     _counts: Counter[Status] | None = None
     _histogram: list[int] | None = None
+    ranking: Ranked | None = None
+    version: int = 0  # bumped by every change to the rows
+
+    def _sort_key(self, sort: Sort) -> Callable[[Row], Any]:
+        return sort_key(sort, self.ranking)
+
+    def set_ranking(self, ranking: Ranked | None, orders: dict[Sort, list[str]] | None = None) -> None:
+        """Use a new personal ranking; `orders` are its sort orders if already computed (on
+        the rows as they are now), else they are computed when next needed."""
+        self.ranking = ranking
+        for sort in PERSONAL_SORTS:
+            self._orders.pop(sort, None)
+        self._orders.update(orders or {})
 
     # -- building and refreshing -------------------------------------------------------
 
     @classmethod
     def open(cls, store: Store, cache_dir: Path | None = None) -> QueueIndex:
         """The cached index of this store if there is one (call `refresh` next), else an empty one."""
-        index = cls(location=_store_key(store))
+        index = cls(location=store.cache_key)
         path = index.cache_path(cache_dir)
         try:
             with path.open("rb") as fh:
@@ -170,6 +209,7 @@ class QueueIndex:
         self.rows = rows
         self._orders.clear()
         self._counts = self._histogram = None
+        self.version += 1
         self.stamp = started
         if on_progress:
             on_progress(len(rows), total)
@@ -187,6 +227,7 @@ class QueueIndex:
             old = self.rows.get(row.id)
             if old == row:
                 continue
+            self.version += 1
             if self._counts is not None:
                 if old is not None:
                     self._counts[old.status] -= 1
@@ -196,7 +237,7 @@ class QueueIndex:
                     if r is not None and r.relevance is not None:
                         self._histogram[_bin(r.relevance)] += step
             for sort, order in self._orders.items():
-                key = _sort_key(sort)
+                key = self._sort_key(sort)
                 if old is not None:
                     if key(old) == key(row):
                         continue
@@ -235,7 +276,7 @@ class QueueIndex:
     def order(self, sort: Sort) -> list[str]:
         """Every id in this sort order (computed once per change)."""
         if sort not in self._orders:
-            key = _sort_key(sort)
+            key = self._sort_key(sort)
             self._orders[sort] = [r.id for r in sorted(self.rows.values(), key=key)]
         return self._orders[sort]
 
@@ -285,9 +326,3 @@ class QueueIndex:
 
 def astuple_row(row: Row) -> tuple[Any, ...]:
     return tuple(getattr(row, name) for name in Row.__dataclass_fields__ if name != "text")
-
-
-def _store_key(store: Store) -> str:
-    # The collection's id is new whenever a collection is created: two projects with a store
-    # at the same relative path, or a store deleted and rebuilt, never share a cache.
-    return f"{store.location}#{store.collection.name}#{store.collection.id}"

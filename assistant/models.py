@@ -193,6 +193,9 @@ class Assessment(BaseModel):
     engine: str
     model: str | None = None
     key: str = ""
+    # The key without the calibration examples in it (set when there were examples): what
+    # tells whether the assessment was made against another agenda, prompt or paper text.
+    base_key: str = ""
     agenda_hash: str = ""
     created_at: datetime = Field(default_factory=now_utc)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from rich.markup import escape
 from rich.table import Table
@@ -28,11 +28,14 @@ def papers_table(
     scores: Sequence[float] | None = None,
     width: int = 120,
     stale: Collection[str] = (),
+    shown: Mapping[str, float | None] | None = None,
+    marks: Mapping[str, str] | None = None,
 ) -> Table:
     """Papers by rank: relevance (or similarity), title and id, tags, status.
 
     Narrow terminals get the id under the title and no tag column. Papers in stale are
-    marked stale (assessed before the agenda, prompts or paper changed).
+    marked stale (assessed before the agenda, prompts or paper changed). `shown` replaces the
+    engine's relevance by the personal ranking's score; `marks` adds a mark to the status.
     """
     wide = width >= 110
     table = Table(title=title, title_justify="left", expand=wide)
@@ -49,12 +52,16 @@ def papers_table(
         a = item.assessment
         if scores is not None:
             score_cell = Text(f"{scores[rank - 1]:.3f}")
+        elif shown is not None:
+            score_cell = relevance_bar(shown.get(item.paper.id), width=5)
         else:
             score_cell = relevance_bar(a.relevance if a else None, width=5)
         title_cell = escape(item.paper.title)
         if item.paper.year:
             title_cell += f" [dim]({item.paper.year})[/dim]"
         status = item.decision.status.value + (" ★" if item.decision.starred else "")
+        if marks and item.paper.id in marks:
+            status += f" {marks[item.paper.id]}"
         if wide:
             tags = ", ".join(a.tags[:4]) if a else ""
             by = ((a.model if a.engine == "llm" else a.engine) or "") if a else ""

@@ -105,6 +105,7 @@ def decision_metadata(decision: Decision) -> dict[str, Any]:
         "user_tags": _list_meta(decision.tags),
         "lists": _list_meta(decision.lists),
         "decided_at": decision.decided_at.isoformat() if decision.decided_at else None,
+        "seed": None,  # a decision made here is the researcher's own, not an import's
     }
 
 
@@ -218,6 +219,13 @@ class Store:
                 raise StoreError(f"cannot reach the Chroma server at {location}: {exc}") from exc
             raise
         return cls(client, collection, meta, location, ef)
+
+    @property
+    def cache_key(self) -> str:
+        """Names this store for caches of derived state. The collection's id is new whenever a
+        collection is created: two projects with a store at the same relative path, or a store
+        deleted and rebuilt, never share a cache."""
+        return f"{self.location}#{self.collection.name}#{self.collection.id}"
 
     # -- writing papers ---------------------------------------------------------
 
@@ -389,6 +397,26 @@ class Store:
                 out[pid] = list(map(float, vec))
         return out
 
+    def texts(self, ids: Sequence[str]) -> list[tuple[str, str, list[float] | None]]:
+        """(id, document, vector or None) of these papers; unknown ids are left out."""
+        out: list[tuple[str, str, list[float] | None]] = []
+        for start in range(0, len(ids), self._batch):
+            res = self.collection.get(
+                ids=list(ids[start : start + self._batch]), include=["documents", "embeddings"]
+            )
+            out.extend(_texts(res))
+        return out
+
+    def iter_texts(self, page_size: int = PAGE_SIZE) -> Iterator[tuple[str, str, list[float] | None]]:
+        """(id, document, vector or None) of every paper, page by page."""
+        offset = 0
+        while True:
+            res = self.collection.get(limit=page_size, offset=offset, include=["documents", "embeddings"])
+            yield from _texts(res)
+            if len(res["ids"]) < page_size:
+                return
+            offset += page_size
+
     def search(self, text: str, k: int = 10, where: Where | None = None) -> list[SearchHit]:
         """The k papers nearest in meaning to `text` (optionally filtered by metadata)."""
         total = self.count()
@@ -482,8 +510,15 @@ class Store:
     def set_decision_fields(self, paper_id: str, decision: Decision, fields: Iterable[str]) -> None:
         """Write only these fields of a decision (and when it was made): what other processes
         changed in the rest of it (a note, a list) survives."""
-        keys = {_DECISION_KEYS[f] for f in fields} | {"decided_at", "touched"}
+        keys = {_DECISION_KEYS[f] for f in fields} | {"decided_at", "touched", "seed"}
         self._write({paper_id: {k: v for k, v in decision_metadata(decision).items() if k in keys}})
+
+    def set_status(self, ids: Sequence[str], status: Status, *, seed: bool = False) -> None:
+        """Give these papers a status (only the status and when it was decided are written);
+        `seed` marks decisions that come from an import, not from working down the queue."""
+        stamp, when = time.time(), now_utc().isoformat()
+        meta = {"status": status.value, "decided_at": when, "touched": stamp, "seed": True if seed else None}
+        self._write({pid: dict(meta) for pid in ids})
 
     def set_memberships(self, lists: dict[str, list[str]]) -> None:
         """Set which reading lists each of these papers is in (only that field is written)."""
@@ -519,6 +554,16 @@ class Store:
 
     def set_value(self, key: str, value: Any) -> None:
         self.meta.upsert(ids=[key], documents=[json.dumps(value)], embeddings=[[0.0]])  # type: ignore[arg-type]
+
+
+def _texts(res: Any) -> list[tuple[str, str, list[float] | None]]:
+    vectors = res["embeddings"]
+    if vectors is None:
+        vectors = [None] * len(res["ids"])
+    return [
+        (pid, doc or "", list(map(float, vec)) if vec is not None and len(vec) else None)
+        for pid, doc, vec in zip(res["ids"], res["documents"] or [], vectors, strict=True)
+    ]
 
 
 def _hits(res: Any) -> list[SearchHit]:

@@ -9,10 +9,11 @@ import time
 from pathlib import Path
 
 from textual.pilot import Pilot
-from tui_support import agenda, drive, fill
+from tui_support import agenda, drive, fill, settle
 
 from assistant.agenda import example_agenda_text
 from assistant.config import Settings
+from assistant.index import Sort, sort_key
 from assistant.models import Status
 from assistant.store import Store
 from assistant.tui.app import ReviewApp
@@ -51,9 +52,11 @@ def test_assessments_from_a_concurrent_tag_appear_and_no_decision_is_lost(
         while any(r.relevance is None for r in app.index.rows.values()) and time.monotonic() < deadline:
             await pilot.pause(0.3)
         assert all(r.relevance is not None for r in app.index.rows.values()), "the UI missed assessments"
-        # The queue shows them: ordered by relevance, the table cells carry the scores.
-        shown = [app.index.rows[i].relevance for i in app.shown if i not in app.sticky]
-        assert shown == sorted(shown, reverse=True)
+        # The queue shows them in its order: relevance blended with what the decisions taught.
+        await settle(pilot)
+        key = sort_key(Sort.RELEVANCE, app.ranking)
+        keys = [key(app.index.rows[i]) for i in app.shown if i not in app.sticky]
+        assert keys == sorted(keys)
         assert not app.screen.is_modal
 
     drive(app, script)

@@ -72,10 +72,17 @@ def drive(
 
 
 async def settle(pilot: Pilot[None]) -> None:
-    """Let the workers (index, count, refresh) finish and the screen update."""
+    """Let the workers (index, count, refresh, the personal model) finish and the screen update,
+    a retrain that a decision scheduled included."""
     for _ in range(3):
         await pilot.app.workers.wait_for_complete()
         await pilot.pause()
+    for _ in range(50):
+        if not getattr(pilot.app, "_retrain_pending", False):
+            break
+        await pilot.pause(0.1)
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
 
 
 def ranked_ids(store: Store, statuses: tuple[Status, ...] = (Status.NEW, Status.MAYBE)) -> list[str]:

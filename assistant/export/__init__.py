@@ -61,13 +61,16 @@ def format_named(name: str | None, output: Path | None = None) -> ExportFormat:
     raise TriageError(f"say which format: --format {'|'.join(FORMATS)} (or -o FILE with its extension)")
 
 
-def by_relevance(items: Sequence[StoredPaper]) -> list[StoredPaper]:
-    """Most relevant first, unassessed papers last; newer papers first among equals."""
+def by_relevance(
+    items: Sequence[StoredPaper], score: Callable[[StoredPaper], float] | None = None
+) -> list[StoredPaper]:
+    """Most relevant first (by `score`, the queue's blended order, when given), unassessed papers
+    last; newer papers first among equals."""
     return sorted(
         items,
         key=lambda i: (
             i.assessment is None,
-            -(i.assessment.relevance if i.assessment else 0.0),
+            -(score(i) if score else i.assessment.relevance if i.assessment else 0.0),
             -(i.paper.day or 0),
             i.paper.title.casefold(),
         ),

@@ -61,6 +61,7 @@ class FileReport:
     seconds: float = 0.0
     error: InputError | None = None
     restored: int = 0  # papers whose decision or assessment a full JSONL record restored
+    ids: list[str] = field(default_factory=list)  # the stored papers its records went to
 
     @property
     def ok(self) -> bool:
@@ -162,6 +163,7 @@ def store_papers(
         given = papers[begin : begin + CHUNK]
         chunk = resolve(store, given)
         ids.update((a.id, b.id) for a, b in zip(given, chunk, strict=True))
+        report.ids.extend(p.id for p in chunk)
         upserted = store.upsert_papers(chunk)
         created, changed = set(upserted.new), set(upserted.merged)
         for paper in chunk:
@@ -174,6 +176,7 @@ def store_papers(
                 report.unchanged += 1
         if on_progress:
             on_progress(len(chunk))
+    report.ids = list(dict.fromkeys(report.ids))
     return ids
 
 

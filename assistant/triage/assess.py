@@ -11,6 +11,7 @@ from assistant.config import Settings
 from assistant.models import StoredPaper
 from assistant.store import Store
 from assistant.triage.batch import tag_offline
+from assistant.triage.examples import Examples
 from assistant.triage.llm import DEFAULT_MODEL, LLMEngine, llm_key
 from assistant.triage.offline import engine_key
 from assistant.triage.pricing import price_for
@@ -52,12 +53,17 @@ def assess_papers(
         return AssessOutcome("offline", report.assessed, 0, total - report.selected, {})
     model = settings.model or DEFAULT_MODEL
     api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    examples = None
+    if settings.examples > 0:
+        examples = Examples.from_store(store, settings.examples)
+        examples.prepare(store.embeddings(list(ids)))
     engine = LLMEngine(
         agenda,
         load_prompts(settings.prompts),
         model=model,
         base_url=settings.openai_base_url,
         api_key=api_key,
+        examples=examples,
     )
     vocabulary = store.tag_vocabulary()
     plan = plan_run(store, engine, force=force, retry_failed=True, only=ids, vocabulary=vocabulary)
@@ -88,7 +94,8 @@ def is_stale(item: StoredPaper, agenda: Agenda, prompts: Prompts | None) -> bool
         return a.key != engine_key(item.paper.document, agenda)
     if prompts is None:
         return False
+    key = a.base_key or a.key  # with calibration examples, the key without them
     return all(
-        a.key != llm_key(item.paper.document, agenda, prompts, a.model or "", mode)
+        key != llm_key(item.paper.document, agenda, prompts, a.model or "", mode)
         for mode in ("tools", "json")
     )

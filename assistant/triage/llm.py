@@ -22,6 +22,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from assistant.agenda import Agenda
 from assistant.models import Assessment, Paper, TopicScore
+from assistant.triage.examples import Examples, examples_key, examples_text
 from assistant.triage.prompts import Prompts
 from assistant.triage.schema import BatchAnswer, PaperAnswer, answers_by_id
 from assistant.triage.scoring import relevance_from
@@ -56,9 +57,13 @@ class CallResult:
     completion_tokens: int
 
 
-def llm_key(document: str, agenda: Agenda, prompts: Prompts, model: str, mode: str) -> str:
-    raw = "\x1f".join([VERSION, agenda.hash, prompts.hash, model, mode, document])
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
+def llm_key(
+    document: str, agenda: Agenda, prompts: Prompts, model: str, mode: str, examples: str = ""
+) -> str:
+    parts = [VERSION, agenda.hash, prompts.hash, model, mode, document]
+    if examples:
+        parts += [prompts.examples, examples]
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]
 
 
 def paper_block(paper: Paper) -> str:
@@ -146,6 +151,7 @@ class LLMEngine:
         api_key: str | None,
         mode: str = "tools",
         timeout: float = 120.0,
+        examples: Examples | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {sorted(MODES)}")
@@ -158,9 +164,17 @@ class LLMEngine:
         )
         self.instructor = instructor.from_openai(self.client, mode=MODES[mode])
         self.sleep: Any = None  # tests may replace tenacity's sleep
+        self.examples = examples
+
+    def base_key(self, paper: Paper) -> str:
+        """The cache key without calibration examples."""
+        return llm_key(paper.document, self.agenda, self.prompts, self.model, self.mode)
 
     def key(self, paper: Paper) -> str:
-        return llm_key(paper.document, self.agenda, self.prompts, self.model, self.mode)
+        if self.examples is None:
+            return self.base_key(paper)
+        chosen = examples_key(self.examples.nearest(paper.id))
+        return llm_key(paper.document, self.agenda, self.prompts, self.model, self.mode, chosen)
 
     def messages(self, papers: Sequence[Paper], vocabulary: Sequence[str]) -> list[dict[str, str]]:
         count = "paper" if len(papers) == 1 else f"{len(papers)} papers"
@@ -170,6 +184,10 @@ class LLMEngine:
             count=count,
             papers="\n\n".join(paper_block(p) for p in papers),
         )
+        if self.examples is not None:
+            chosen = list({e.id: e for p in papers for e in self.examples.nearest(p.id)}.values())
+            if chosen:
+                user += "\n\n" + self.prompts.render_examples(examples_text(chosen))
         return [{"role": "system", "content": self.prompts.system}, {"role": "user", "content": user}]
 
     async def assess(self, papers: Sequence[Paper], vocabulary: Sequence[str] = ()) -> CallResult:
@@ -223,6 +241,7 @@ class LLMEngine:
             engine=ENGINE,
             model=self.model,
             key=self.key(paper),
+            base_key=self.base_key(paper) if self.examples is not None else "",
             agenda_hash=self.agenda.hash,
         )
 

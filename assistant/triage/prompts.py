@@ -16,6 +16,8 @@ from pathlib import Path
 from assistant.errors import ConfigError
 
 TEMPLATES = ("system.md", "assess.md")
+# Used only when asked for (`triage tag --examples K`); not part of every assessment's key.
+OPTIONAL = ("examples.md",)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
@@ -36,6 +38,7 @@ class Prompts:
     system: str
     assess: str
     source: str
+    examples: str = ""
 
     @property
     def hash(self) -> str:
@@ -43,15 +46,20 @@ class Prompts:
 
     def render_assess(self, **values: str) -> str:
         """Fill the assess template; values are inserted verbatim (never formatted again)."""
-        return _PLACEHOLDER.sub(
-            lambda m: values[m.group(1)] if m.group(1) in values else m.group(0), self.assess
-        )
+        return _fill(self.assess, values)
+
+    def render_examples(self, examples: str) -> str:
+        return _fill(self.examples, {"examples": examples})
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)] if m.group(1) in values else m.group(0), template)
 
 
 def load_prompts(override: Path | None = None) -> Prompts:
     base = default_dir()
     texts: dict[str, str] = {}
-    for name in TEMPLATES:
+    for name in (*TEMPLATES, *OPTIONAL):
         default_path = base / name
         if not default_path.is_file():
             raise ConfigError(
@@ -79,4 +87,4 @@ def load_prompts(override: Path | None = None) -> Prompts:
                 f"(missing: {missing}; unknown: {unknown})"
             )
         texts[name] = user
-    return Prompts(texts["system.md"], texts["assess.md"], str(override or base))
+    return Prompts(texts["system.md"], texts["assess.md"], str(override or base), texts["examples.md"])

@@ -138,8 +138,11 @@ def plan_run(
     limit: int | None = None,
     only: Sequence[str] | None = None,
     vocabulary: Sequence[str] = (),
+    priority: Callable[[str], float] | None = None,
 ) -> Plan:
-    """Select the papers whose LLM assessment is missing or stale (or failed, with retry_failed)."""
+    """Select the papers whose LLM assessment is missing or stale (or failed, with retry_failed),
+    the highest `priority` first (the queue's order), so that a run cut short by a limit, the
+    budget or an interruption has spent its calls on the papers that matter most."""
     items = store.get_many(list(only)) if only is not None else list(store.iter_all())
     todo: list[Paper] = []
     up_to_date = skipped = 0
@@ -151,6 +154,8 @@ def plan_run(
             up_to_date += 1
         else:
             skipped += 1
+    if priority is not None:
+        todo.sort(key=lambda p: -priority(p.id))
     if limit is not None:
         todo = todo[:limit]
     groups = [todo[i : i + per_call] for i in range(0, len(todo), max(1, per_call))]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -15,14 +16,15 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from assistant.agenda import Agenda, load_agenda
 from assistant.config import Settings
 from assistant.errors import TriageError
-from assistant.index import QueueIndex, Row, Sort
+from assistant.index import PERSONAL_SORTS, QueueIndex, Row, Sort, sort_key
 from assistant.lists import ReadingLists
 from assistant.models import Decision, Status, StoredPaper, now_utc
+from assistant.personal import Ranking, TextFeatures, load_features, rank
 from assistant.selection import Selection
 from assistant.store import Store
 from assistant.triage.assess import assess_papers, is_stale
@@ -41,6 +43,7 @@ FIXED_COLUMNS = sum(w for k, w in COLUMN_WIDTHS.items() if k != "title") + 2 * l
 KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
 NEXT_DEPTH = 600  # how far below the cursor the next undecided paper is looked for
 UNDECIDED = (Status.NEW, Status.MAYBE)
+RETRAIN_AFTER = 0.4  # seconds after the last decision before the personal model retrains
 VIEWS: list[tuple[str, tuple[Status, ...], bool]] = [
     ("undecided", UNDECIDED, False),
     ("new", (Status.NEW,), False),
@@ -64,6 +67,11 @@ def settle_heap() -> None:
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _teaches(old: Row | None, new: Row) -> bool:
+    """Whether a changed row changes what the personal model learns or ranks."""
+    return old is None or (old.status, old.starred, old.relevance) != (new.status, new.starred, new.relevance)
 
 
 def _mtime(path: Path) -> float | None:
@@ -103,7 +111,12 @@ class ReviewApp(App[None]):
         Binding("k", "cursor(-1)", "Previous paper", show=False),
         Binding("M", "more_like_this", "More like this", show=False),
         Binding("v", "cycle_view", "View: undecided, new, accepted, ... all", show=False),
-        Binding("S", "cycle_sort", "Sort: relevance, newest, added, title", show=False),
+        Binding(
+            "S",
+            "cycle_sort",
+            "Sort: relevance, newest, added, title, uncertain (teaches the model most), disagreement",
+            show=False,
+        ),
         Binding("e", "assess", "Assess this paper", show=False),
         Binding("E", "assess_visible", "Assess every paper in the view", show=False),
         Binding("r", "refresh", "Refresh from the store", show=False),
@@ -147,6 +160,11 @@ class ReviewApp(App[None]):
         self._refresh_failed = False
         self._detail_shown_at = 0.0
         self._detail_item: StoredPaper | None = None
+        self.ranking: Ranking | None = None
+        self.texts: TextFeatures | None = None
+        self._retrain_timer: Any = None
+        self._retrain_pending = False
+        self._texts_lock = threading.Lock()
 
     # -- layout ---------------------------------------------------------------------
 
@@ -168,6 +186,7 @@ class ReviewApp(App[None]):
         if self.index.built:
             settle_heap()
             self.refresh_store()
+            self.retrain()
         else:
             self.say("Indexing the store for the queue (once; later openings read the cache)…")
             self.build_index()
@@ -231,7 +250,11 @@ class ReviewApp(App[None]):
 
     def update_summary(self) -> None:
         self.query_one(Summary).show(
-            dict(self.index.counts()), self.index.histogram(), self.view_label(), self.matching
+            dict(self.index.counts()),
+            self.index.histogram(),
+            self.view_label(),
+            self.matching,
+            self.ranking.fit.short() if self.ranking else "",
         )
 
     # -- the queue ---------------------------------------------------------------------
@@ -279,7 +302,9 @@ class ReviewApp(App[None]):
         item = self.store.get(pid) if pid else None
         self._detail_item = item
         stale = bool(item and self.agenda and is_stale(item, self.agenda, self.prompts))
-        self.query_one(Detail).show(item, self.agenda, stale)
+        explanation = self.ranking.explain(pid) if self.ranking and pid and self.ranking.personal else None
+        note = self.ranking.fit.note if self.ranking and not self.ranking.personal else ""
+        self.query_one(Detail).show(item, self.agenda, stale, explanation, note)
 
     def update_rows(self, ids: list[str]) -> None:
         """Re-read these papers' rows from the store and redraw them where they are shown."""
@@ -317,9 +342,11 @@ class ReviewApp(App[None]):
 
     def _index_built(self, fresh: QueueIndex) -> None:
         self.index = fresh  # swapped in on the UI thread: the worker never touched the live index
+        self.index.set_ranking(self.ranking)
         self.say("")
         self.reload()
         settle_heap()
+        self.retrain()
         try:
             self.index.save(self.cache_dir)
         except OSError as exc:
@@ -347,6 +374,8 @@ class ReviewApp(App[None]):
         current = self.current_id()
         rewritten = any(r.id == current and r.touched > self._detail_shown_at for r in rows)
         fresh = [r for r in rows if self.index.rows.get(r.id) != r]
+        if any(_teaches(self.index.rows.get(r.id), r) for r in fresh):
+            self.schedule_retrain()
         if fresh:
             shown = set(self.shown)
             moved = self.pinned is None and any(r.id in shown or self.in_view(r) for r in fresh)
@@ -360,6 +389,59 @@ class ReviewApp(App[None]):
             self.update_summary()
         if rewritten or (fresh and current in {r.id for r in fresh}):
             self.show_detail()
+
+    def schedule_retrain(self) -> None:
+        """Retrain the personal model shortly after the last decision (off the UI thread)."""
+        self._retrain_pending = True
+        if self._retrain_timer is not None:
+            self._retrain_timer.stop()
+        self._retrain_timer = self.set_timer(RETRAIN_AFTER, self.retrain)
+
+    @work(thread=True, exclusive=True, group="personal")
+    def retrain(self) -> None:
+        """Train the personal model on the decisions in the index and rank the queue with it;
+        the sort orders are computed here too, so the UI thread only swaps them in."""
+        if not self.index.built:
+            return
+        self._retrain_pending = False
+        worker = get_current_worker()
+        with self._texts_lock:  # a cancelled retrain may still be running: one at a time
+            self._retrain(worker)
+
+    def _retrain(self, worker: Worker[None]) -> None:
+        notes: list[str] = []
+        if self.texts is None:
+            self.call_from_thread(self.say, "Reading the store for the personal model (once; then cached)…")
+            self.texts, notes = load_features(self.store, self.cache_dir)
+            self.call_from_thread(self.say, "")
+        elif self.texts.refresh(self.store):
+            try:
+                self.texts.save(self.cache_dir)
+            except OSError:
+                pass  # only a cache: the next opening rebuilds it
+        version = self.index.version
+        rows = list(self.index.rows.values())
+        topics = [t.name for t in self.agenda.topics] if self.agenda else []
+        ranking = rank(self.texts, rows, topics, self.ranking.fit if self.ranking else None)
+        orders = {sort: [r.id for r in sorted(rows, key=sort_key(sort, ranking))] for sort in PERSONAL_SORTS}
+        if not worker.is_cancelled:
+            self.call_from_thread(self._ranked, ranking, orders, version, notes)
+
+    def _ranked(
+        self, ranking: Ranking, orders: dict[Sort, list[str]], version: int, notes: list[str]
+    ) -> None:
+        if version != self.index.version and self._retrain_pending:
+            return  # the rows changed while it trained and another retrain is on its way
+        before = self.ranking
+        self.ranking = ranking
+        self.table.score_of = ranking.score if ranking.personal else None
+        self.index.set_ranking(ranking, orders if version == self.index.version else None)
+        for note in notes:
+            self.notify(note, timeout=6)
+        if ranking.personal or (before is not None and before.personal):
+            self.reload()
+        else:
+            self.update_summary()
 
     @work(thread=True, exclusive=True, group="count")
     def count_view(self) -> None:
@@ -432,6 +514,7 @@ class ReviewApp(App[None]):
         self.index.apply([row])
         self.redraw([row], detail=False)
         self.update_summary()
+        self.schedule_retrain()
 
     @guarded
     def action_decide(self, status: str) -> None:
@@ -478,6 +561,7 @@ class ReviewApp(App[None]):
         self.store.set_decision_fields(pid, decision, fields)
         self._written[pid] = time.time()
         self.update_rows([pid])
+        self.schedule_retrain()
         self.update_summary()
         if pid not in self.shown:
             # The paper may have left the view (refreshed since): bring it back to where it was.
@@ -574,6 +658,11 @@ class ReviewApp(App[None]):
 
     def set_sort(self, sort: Sort) -> None:
         self.sort = sort
+        if sort in (Sort.UNCERTAIN, Sort.DISAGREEMENT) and (
+            self.ranking is None or self.ranking.model is None
+        ):
+            note = self.ranking.fit.note if self.ranking else "the personal model is still loading"
+            self.notify(f"No personal model yet ({note}): by relevance meanwhile.", timeout=5)
         self.reload()
 
     def action_cycle_sort(self) -> None:

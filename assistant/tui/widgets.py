@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Static
 from assistant.agenda import Agenda
 from assistant.index import Row
 from assistant.models import Status, StoredPaper
+from assistant.personal import Explanation
 from assistant.render import relevance_bar
 
 STATUS_STYLE = {
@@ -62,6 +63,12 @@ class QueueTable(DataTable[Any]):
         self.exhausted = True
         self.title_width = COLUMN_WIDTHS["title"]
         self._rows: Iterator[Row] = iter(())
+        # The score shown for a paper (the personal ranking's), else its relevance.
+        self.score_of: Callable[[str], float | None] | None = None
+
+    def cells(self, row: Row) -> tuple[RenderableType, ...]:
+        score = self.score_of(row.id) if self.score_of is not None else row.relevance
+        return row_cells(row, self.title_width, score)
 
     def set_columns(self, title_width: int) -> None:
         self.title_width = title_width
@@ -87,7 +94,7 @@ class QueueTable(DataTable[Any]):
         if len(rows) < PAGE:
             self.exhausted = True
         for row in rows:
-            self.add_row(*row_cells(row, self.title_width), key=row.id)
+            self.add_row(*self.cells(row), key=row.id)
             self.shown.append(row.id)
 
     def current_id(self) -> str | None:
@@ -100,9 +107,7 @@ class QueueTable(DataTable[Any]):
         for row in rows:
             if row.id in shown:
                 current = self.get_row(row.id)
-                for (_, key), cell, old in zip(
-                    COLUMNS, row_cells(row, self.title_width), current, strict=True
-                ):
+                for (_, key), cell, old in zip(COLUMNS, self.cells(row), current, strict=True):
                     if cell != old:
                         self.update_cell(row.id, key, cell)
 
@@ -124,6 +129,7 @@ class Summary(Static):
         histogram: list[int],
         view: str,
         matching: int | None,
+        personal: str = "",
     ) -> None:
         parts = [f"[{STATUS_STYLE[s]}]{s.value} {counts.get(s, 0):,}[/]" for s in Status]
         shown = "…" if matching is None else f"{matching:,}"
@@ -131,12 +137,13 @@ class Summary(Static):
             " · ".join(parts)
             + f"   relevance 0 [cyan]{spark(histogram)}[/] 10"
             + f"   [b]{escape(view)}[/b]: {shown}"
+            + (f"   [magenta]{escape(personal)}[/]" if personal else "")
         )
 
 
-def row_cells(row: Row, width: int = 120) -> tuple[RenderableType, ...]:
-    """The queue table's cells for one paper."""
-    rel = relevance_bar(row.relevance, 6)
+def row_cells(row: Row, width: int = 120, score: float | None = None) -> tuple[RenderableType, ...]:
+    """The queue table's cells for one paper (`score`: what the bar shows, by default its relevance)."""
+    rel = relevance_bar(score if score is not None else row.relevance, 6)
     status = Text(row.status.value + (" ★" if row.starred else ""), STATUS_STYLE[row.status])
     if row.failed and row.relevance is None:
         status.append(" failed", "red")
@@ -152,14 +159,27 @@ def row_cells(row: Row, width: int = 120) -> tuple[RenderableType, ...]:
 class Detail(Static):
     """Everything about the highlighted paper."""
 
-    def show(self, item: StoredPaper | None, agenda: Agenda | None, stale: bool) -> None:
+    def show(
+        self,
+        item: StoredPaper | None,
+        agenda: Agenda | None,
+        stale: bool,
+        explanation: Explanation | None = None,
+        note: str = "",
+    ) -> None:
         if item is None:
             self.update(Text("No paper here: change the filter (f) or the view (v).", "dim"))
             return
-        self.update(render_detail(item, agenda, stale))
+        self.update(render_detail(item, agenda, stale, explanation, note))
 
 
-def render_detail(item: StoredPaper, agenda: Agenda | None, stale: bool) -> RenderableType:
+def render_detail(
+    item: StoredPaper,
+    agenda: Agenda | None,
+    stale: bool,
+    explanation: Explanation | None = None,
+    note: str = "",
+) -> RenderableType:
     p, a, d = item.paper, item.assessment, item.decision
     out: list[RenderableType] = [Text(p.title, "bold")]
     byline = ", ".join(p.authors[:12]) + (" et al." if len(p.authors) > 12 else "")
@@ -195,6 +215,12 @@ def render_detail(item: StoredPaper, agenda: Agenda | None, stale: bool) -> Rend
             out.append(
                 Text.from_markup(f"  {t.score:>2}/10 [{style}]{escape(t.topic)}[/]: {escape(t.reason)}")
             )
+        if explanation is not None:
+            lines = explanation.lines()
+            out.append(Text.from_markup(f"[b magenta]your decisions[/] {escape(lines[0])}"))
+            out.extend(Text(f"  {line}", "magenta") for line in lines[1:])
+        elif note:
+            out.append(Text.from_markup(f"[b magenta]your decisions[/] [dim]{escape(note)}[/]"))
     tags = [*d.tags, *[t for t in (a.tags if a else []) if t not in d.tags]]
     if tags:
         out.append(Text.from_markup("[b]tags[/b] [cyan]" + escape(", ".join(tags)) + "[/]"))

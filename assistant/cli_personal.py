@@ -1,0 +1,145 @@
+"""`triage eval` (can the scores be trusted?) and `triage suggest-agenda`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from assistant.cli import _progress, app, console, err_console, state, user_errors
+from assistant.index import Row
+from assistant.personal import load_features
+from assistant.personal.evaluate import EvalReport, Metrics, evaluate
+from assistant.personal.suggest import LOW_SCORE, suggest
+
+
+def _rows_and_topics() -> tuple[list[Row], list[str]]:
+    store = state.store
+    rows = [Row.from_metadata(pid, meta) for pid, meta in store.iter_metadata()]
+    agenda = state.agenda() if state.settings.agenda_path.exists() else None
+    return rows, [t.name for t in agenda.topics] if agenda else []
+
+
+def _cell(value: float | None, percent: bool = False) -> str:
+    if value is None:
+        return "[dim]-[/dim]"
+    return f"{value:.0%}" if percent else f"{value:.3f}"
+
+
+def _metrics_table(title: str, rows: list[Metrics]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name in ("ranker", "papers", "P@10", "P@20", "AP", "ROC-AUC", "WSS@95"):
+        table.add_column(name, justify="left" if name == "ranker" else "right")
+    for m in rows:
+        table.add_row(
+            escape(m.name),
+            str(m.papers),
+            _cell(m.precision_10),
+            _cell(m.precision_20),
+            _cell(m.average_precision),
+            _cell(m.roc_auc),
+            _cell(m.wss_95),
+        )
+    return table
+
+
+def print_report(report: EvalReport) -> None:
+    console.print(
+        f"[bold]Decisions[/bold]: {report.decided} ({report.accepted} accepted or starred, "
+        f"{report.maybe} maybe, {report.rejected} rejected; {report.seeded} from imports with --accept); "
+        f"{report.assessed} of them assessed."
+    )
+    if not report.rankers or report.rankers[0].average_precision is None:
+        console.print(
+            "Too few decisions to measure: accept and reject some papers ('triage review'), "
+            f"then run this again. [dim]{escape(report.note)}[/dim]"
+        )
+        return
+    console.print(
+        _metrics_table(
+            "Agreement with your decisions (personal model and blend: held out, 5-fold)", report.rankers
+        )
+    )
+    if len(report.topics) > 1:
+        console.print(_metrics_table("Each agenda topic's score alone", report.topics))
+    table = Table(
+        title="Calibration: the engine's relevance and how often you accepted", title_justify="left"
+    )
+    for name in ("relevance", "papers", "accepted"):
+        table.add_column(name, justify="right")
+    for b in report.calibration:
+        table.add_row(f"{b.low:.0f}-{b.high:.0f}", str(b.papers), _cell(b.share, percent=True))
+    console.print(table)
+    console.print(f"[bold]{escape(report.summary())}[/bold]")
+    console.print(f"[dim]personal model: {escape(report.note)}[/dim]")
+    console.print(
+        "[dim]Relevant = accepted or starred. The decided papers came from the top of the queue: "
+        "the engine's figures say how well it orders what it showed you, not what it missed.[/dim]"
+    )
+
+
+@app.command("eval")
+@user_errors
+def eval_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="The report as one JSON object.")] = False,
+) -> None:
+    """Can I trust the scores? Agreement of the engine, the personal model and the blend with your
+    decisions (P@10/20, average precision, ROC-AUC, WSS@95), per topic, with a calibration table."""
+    rows, topics = _rows_and_topics()
+    texts, notes = load_features(state.store)
+    for note in notes:
+        err_console.print(f"[dim]note: {escape(note)}[/dim]")
+    with _progress() as progress:
+        task = progress.add_task("cross-validating", total=None)
+        report = evaluate(
+            texts,
+            rows,
+            topics,
+            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(dataclasses.asdict(report) | {"summary": report.summary()}) + "\n")
+        return
+    print_report(report)
+
+
+@app.command("suggest-agenda")
+@user_errors
+def suggest_agenda(
+    max_score: Annotated[
+        int,
+        typer.Option(
+            "--max-score", min=0, max=10, help="Accepted papers whose every topic scored at most this."
+        ),
+    ] = LOW_SCORE,
+    min_papers: Annotated[
+        int, typer.Option("--min-papers", min=1, help="Papers a suggested topic needs.")
+    ] = 2,
+) -> None:
+    """Suggest topics your agenda is missing, from accepted papers that every topic scored low.
+    Prints agenda Markdown to paste into agenda.md; writes nothing."""
+    rows, _ = _rows_and_topics()
+    texts, notes = load_features(state.store)
+    for note in notes:
+        err_console.print(f"[dim]note: {escape(note)}[/dim]")
+    found, uncovered = suggest(texts, rows, max_score, min_papers)
+    if not found:
+        console.print(
+            f"{uncovered} accepted papers score {max_score} or less on every topic"
+            + (
+                ": too few, or too different from each other, to suggest a topic."
+                if uncovered
+                else ": the agenda covers what you accept."
+            )
+        )
+        return
+    err_console.print(
+        f"{uncovered} accepted papers score {max_score} or less on every topic. Suggested topics "
+        "(paste what fits into your agenda, then 'triage tag'):\n"
+    )
+    console.print("\n\n".join(s.markdown() for s in found), markup=False, highlight=False)

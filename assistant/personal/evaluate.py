@@ -1,0 +1,198 @@
+"""`triage eval`: how far the scores agree with the researcher's own decisions.
+
+Every decided, assessed paper is scored by the engine alone, by each agenda topic, by the
+personal model alone and by the blend, the last two by models trained without it (k-fold
+cross-validation: each fold is scored by a fit, weight choice included, on the other folds).
+Relevant means accepted or starred; maybes and rejections are not. The decided papers came
+from the top of the queue, so the engine's figures measure how well it orders what it put
+there, not how much it missed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from assistant.models import Status
+from assistant.personal.features import TextFeatures
+from assistant.personal.model import Labels, average_precision, blend, features, fit, scores
+from assistant.personal.ranking import PaperState, topic_names
+
+FOLDS = 5
+BUCKETS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, 8.0), (8.0, 10.01))
+
+
+@dataclass
+class Metrics:
+    name: str
+    papers: int
+    precision_10: float | None
+    precision_20: float | None
+    average_precision: float | None
+    roc_auc: float | None
+    wss_95: float | None
+
+
+@dataclass
+class Bucket:
+    low: float
+    high: float
+    papers: int
+    accepted: int
+
+    @property
+    def share(self) -> float | None:
+        return self.accepted / self.papers if self.papers else None
+
+
+@dataclass
+class EvalReport:
+    decided: int
+    accepted: int
+    maybe: int
+    rejected: int
+    seeded: int
+    assessed: int
+    rankers: list[Metrics] = field(default_factory=list)
+    topics: list[Metrics] = field(default_factory=list)
+    calibration: list[Bucket] = field(default_factory=list)
+    note: str = ""
+
+    def summary(self) -> str:
+        """One line: can the scores be trusted?"""
+        by = {m.name: m for m in self.rankers}
+        engine, blended = by.get("engine"), by.get("blend")
+        if not engine or engine.average_precision is None or not blended or blended.average_precision is None:
+            return f"{self.decided} decisions: too few to measure agreement ({self.note})"
+        return (
+            f"agreement with your {self.assessed} assessed decisions: average precision "
+            f"{blended.average_precision:.2f} with what they taught, {engine.average_precision:.2f} "
+            f"engine alone; ROC-AUC {_fmt(blended.roc_auc)} / {_fmt(engine.roc_auc)}"
+        )
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def metrics(name: str, score: np.ndarray, relevant: np.ndarray) -> Metrics:
+    n = len(score)
+    if n == 0 or not relevant.any():
+        return Metrics(name, n, None, None, None, None, None)
+    order = np.lexsort((relevant, -score))  # ties: non-relevant first (no credit for ties)
+    hits = relevant[order]
+
+    def precision(k: int) -> float | None:
+        return float(hits[:k].mean()) if n >= k else None
+
+    return Metrics(
+        name,
+        n,
+        precision(10),
+        precision(20),
+        average_precision(score, relevant),
+        roc_auc(score, relevant),
+        wss(hits, 0.95),
+    )
+
+
+def roc_auc(score: np.ndarray, relevant: np.ndarray) -> float | None:
+    """The chance that a relevant paper scores above an irrelevant one (ties count half)."""
+    pos, neg = score[relevant], score[~relevant]
+    if not len(pos) or not len(neg):
+        return None
+    ranks = _average_ranks(np.concatenate([pos, neg]))
+    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values))
+    sorted_values = values[order]
+    start = 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
+            end += 1
+        ranks[order[start : end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def wss(hits: np.ndarray, recall: float) -> float | None:
+    """Work saved over sampling at this recall: the share of papers not read before `recall`
+    of the relevant ones are found, less the share a random order would save (1 - recall)."""
+    total = int(hits.sum())
+    if total == 0:
+        return None
+    needed = math.ceil(recall * total)
+    read = int(np.flatnonzero(np.cumsum(hits) >= needed)[0]) + 1
+    return (len(hits) - read) / len(hits) - (1 - recall)
+
+
+def evaluate(
+    texts: TextFeatures,
+    rows: Sequence[PaperState],
+    agenda_topics: Sequence[str] = (),
+    on_progress: Callable[[int, int], None] | None = None,
+) -> EvalReport:
+    ids = [r.id for r in rows]
+    names = topic_names(rows, agenda_topics)
+    engine = np.array([r.relevance if r.relevance is not None else np.nan for r in rows], dtype=np.float64)
+    assessed = np.isfinite(engine)
+    filled = np.where(assessed, engine, float(engine[assessed].min()) if assessed.any() else 0.0)
+    topics = np.array(
+        [[float((r.topics or {}).get(n, 0)) for n in names] for r in rows], dtype=np.float64
+    ).reshape(len(rows), len(names))
+    words, vectors = texts.rows(ids)
+    X = features(words, vectors, topics)
+    labels = Labels.from_decisions(
+        [r.status for r in rows], [r.starred for r in rows], [r.seed for r in rows]
+    )
+    decided = np.flatnonzero((labels.y >= 0) & assessed)
+    accepted = (labels.y == 1) & (labels.weight >= 1.0)
+    statuses = [r.status for r in rows]
+    report = EvalReport(
+        decided=labels.decided,
+        accepted=labels.positives,
+        maybe=sum(1 for s in statuses if s is Status.MAYBE),
+        rejected=labels.negatives,
+        seeded=int(labels.seeded.sum()),
+        assessed=len(decided),
+    )
+    relevant = accepted[decided]
+    report.rankers.append(metrics("engine", engine[decided], relevant))
+    report.topics = [metrics(name, topics[decided, j], relevant) for j, name in enumerate(names)]
+    for low, high in BUCKETS:
+        inside = decided[(engine[decided] >= low) & (engine[decided] < high)]
+        report.calibration.append(Bucket(low, min(high, 10.0), len(inside), int(accepted[inside].sum())))
+    whole = fit(X, filled, labels, ids, topics=topics, assessed=assessed)
+    report.note = whole.note
+    if whole.model is None or not relevant.any() or relevant.all():
+        return report
+    # Out of fold: each fold's decisions are hidden from the fit that scores them.
+    model_oof = np.full(len(rows), np.nan)
+    blend_oof = np.full(len(rows), np.nan)
+    folds = min(FOLDS, int(relevant.sum()), int((~relevant).sum()))
+    fold_of = np.full(len(rows), -1)
+    for group in (decided[relevant], decided[~relevant]):
+        fold_of[group] = np.arange(len(group)) % max(folds, 2)
+    for k in range(max(folds, 2)):
+        held = decided[fold_of[decided] == k]
+        hidden = Labels(labels.y.copy(), labels.weight.copy(), labels.seeded.copy())
+        hidden.y[held] = -1
+        hidden.weight[held] = 0.0
+        part = fit(X, filled, hidden, ids, topics=topics, assessed=assessed)
+        model = scores(part, X)
+        if model is not None:
+            model_oof[held] = model[held]
+        blend_oof[held] = blend(part, filled, model, topics)[held]
+        if on_progress:
+            on_progress(k + 1, max(folds, 2))
+    if np.isfinite(model_oof[decided]).all():
+        report.rankers.append(metrics("personal model", model_oof[decided], relevant))
+    report.rankers.append(metrics("blend", blend_oof[decided], relevant))
+    return report

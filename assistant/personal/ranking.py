@@ -1,0 +1,275 @@
+"""The queue's order with the researcher's decisions in it: rank, explain, find what to teach.
+
+`rank` trains the personal model on the decisions among the given papers and returns a
+`Ranking`: each assessed paper's place in the blended order, the score shown for it (the
+blend mapped onto the engine's own 0-10 distribution, so the scale reads as before), and what
+is needed to explain a move (the nearest accepted and rejected papers). Papers are given as
+the queue index's rows (`assistant.index.Row`), which every command and the review UI have.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from assistant.models import Status
+from assistant.personal.features import TextFeatures
+from assistant.personal.model import Fit, Labels, blend, features, fit, scores
+
+NEAREST = 3
+
+
+class PaperState(Protocol):
+    """What the ranking needs of a paper (the queue index's Row has it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def relevance(self) -> float | None: ...
+    @property
+    def topics(self) -> dict[str, int] | None: ...
+    @property
+    def status(self) -> Status: ...
+    @property
+    def starred(self) -> bool: ...
+    @property
+    def seed(self) -> bool: ...
+
+
+@dataclass
+class Neighbour:
+    title: str
+    id: str
+    similarity: float
+    decision: str
+
+
+@dataclass
+class Explanation:
+    """How the decisions moved one paper, and why."""
+
+    engine_place: int
+    place: int
+    of: int
+    engine_score: float
+    score: float
+    chance: float | None  # calibrated chance of an accept, from the engine's scores
+    accepted: list[Neighbour] = field(default_factory=list)
+    rejected: list[Neighbour] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def moved(self) -> int:
+        """Places gained (positive) or lost (negative) against the engine's own order."""
+        return self.engine_place - self.place
+
+    def lines(self) -> list[str]:
+        """The explanation in words, one line each."""
+        if self.moved > 0:
+            head = f"moved it up {_places_word(self.moved)} (#{self.engine_place} → #{self.place})"
+        elif self.moved < 0:
+            head = f"moved it down {_places_word(-self.moved)} (#{self.engine_place} → #{self.place})"
+        else:
+            head = f"leave it at #{self.place} of {self.of}"
+        out = [f"{head}; score {self.score:.1f} (engine {self.engine_score:.1f})"]
+        if self.chance is not None:
+            out.append(f"papers the engine scores like this: {self.chance:.0%} accepted by you")
+        for label, group in (("nearest accepted", self.accepted), ("nearest rejected", self.rejected)):
+            if group:
+                out.append(
+                    f"{label}: " + "; ".join(f"{n.title} ({n.similarity:.2f})" for n in group[:NEAREST])
+                )
+        return out
+
+
+@dataclass
+class Ranking:
+    """Blended scores of the assessed papers, with the fit they came from."""
+
+    ids: list[str]
+    engine: np.ndarray  # relevance, NaN when not assessed
+    blended: np.ndarray  # the sort key, -inf when not assessed
+    shown: np.ndarray  # the blend on the engine's 0-10 scale, NaN when not assessed
+    model: np.ndarray | None  # the model's score (z), None without a model
+    uncertainty: np.ndarray | None  # |logit| of the model's regression: small is uncertain
+    chance: np.ndarray | None
+    fit: Fit
+    titles: list[str]
+    labels: Labels
+    vectors: np.ndarray
+    position: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.position = {pid: i for i, pid in enumerate(self.ids)}
+        assessed = np.isfinite(self.blended)
+        self._places = _places(self.blended, assessed)
+        self._engine_places = _places(np.where(assessed, self.engine, -np.inf), assessed)
+
+    @property
+    def personal(self) -> bool:
+        return self.fit.personal
+
+    def score(self, pid: str) -> float | None:
+        """The score to show for a paper (0-10), None when it is not assessed or unknown."""
+        i = self.position.get(pid)
+        if i is None or not math.isfinite(self.shown[i]):
+            return None
+        return float(self.shown[i])
+
+    def key(self, pid: str, relevance: float | None) -> float:
+        """The sort key of a paper: its blend, or from its relevance for a paper the ranking
+        has not seen (assessed since), as the engine alone would place it."""
+        i = self.position.get(pid)
+        if i is not None and math.isfinite(self.blended[i]):
+            return float(self.blended[i])
+        if relevance is None:
+            return -math.inf
+        mean, std = self.fit.engine_stats
+        return (relevance - mean) / std
+
+    def priority(self, pid: str) -> float:
+        """How early a paper should be assessed: its place in the blend, or for a paper not
+        assessed yet, what the model makes of its text (z-scores either way)."""
+        i = self.position.get(pid)
+        if i is None:
+            return 0.0
+        if math.isfinite(self.blended[i]):
+            return float(self.blended[i])
+        return float(self.model[i]) if self.model is not None and self.fit.active else 0.0
+
+    def reorder(self, relevance: Mapping[str, float]) -> dict[str, float]:
+        """Blend other engine scores (the offline pass of a cascade) with the model as the
+        ranking does: the scores' z-score plus the model's, at the fit's weight."""
+        if not relevance:
+            return {}
+        values = np.array(list(relevance.values()), dtype=np.float64)
+        mean, std = float(values.mean()), float(values.std()) or 1.0
+        out = {}
+        for pid, value in relevance.items():
+            i = self.position.get(pid)
+            model = float(self.model[i]) if self.model is not None and i is not None else 0.0
+            out[pid] = (value - mean) / std + (self.fit.weight * model if self.fit.active else 0.0)
+        return out
+
+    def uncertain(self, pid: str) -> float:
+        """How sure the model is about a paper (smaller: its decision teaches the model more)."""
+        i = self.position.get(pid)
+        if i is None or self.uncertainty is None or not math.isfinite(self.blended[i]):
+            return math.inf
+        return float(self.uncertainty[i])
+
+    def disagreement(self, pid: str) -> float:
+        """The model's score less the engine's (z-scores): positive when you would like it more."""
+        i = self.position.get(pid)
+        if i is None or self.model is None or not math.isfinite(self.blended[i]):
+            return 0.0
+        mean, std = self.fit.engine_stats
+        return float(self.model[i] - (self.engine[i] - mean) / std)
+
+    def explain(self, pid: str) -> Explanation | None:
+        i = self.position.get(pid)
+        if i is None or not math.isfinite(self.blended[i]):
+            return None
+        decided = np.flatnonzero((self.labels.y >= 0) & (np.arange(len(self.ids)) != i))
+        similar = self.vectors[decided] @ self.vectors[i] if len(decided) and self.vectors.size else []
+        neighbours = sorted(zip(similar, decided, strict=True), key=lambda t: -t[0])
+        accepted = [
+            Neighbour(self.titles[j], self.ids[j], float(s), "accepted")
+            for s, j in neighbours
+            if self.labels.y[j] == 1 and self.labels.weight[j] >= 1.0
+        ][:NEAREST]
+        rejected = [
+            Neighbour(self.titles[j], self.ids[j], float(s), "rejected")
+            for s, j in neighbours
+            if self.labels.y[j] == 0
+        ][:NEAREST]
+        return Explanation(
+            engine_place=int(self._engine_places[i]),
+            place=int(self._places[i]),
+            of=int(np.isfinite(self.blended).sum()),
+            engine_score=float(self.engine[i]),
+            score=float(self.shown[i]),
+            chance=float(self.chance[i]) if self.chance is not None else None,
+            accepted=accepted,
+            rejected=rejected,
+            note=self.fit.note,
+        )
+
+
+def _places_word(n: int) -> str:
+    return f"{n} place" if n == 1 else f"{n} places"
+
+
+def _places(values: np.ndarray, assessed: np.ndarray) -> np.ndarray:
+    """1-based place of each paper by descending value (ties in paper order)."""
+    order = np.lexsort((np.arange(len(values)), -values))
+    places = np.empty(len(values), dtype=np.int64)
+    places[order] = np.arange(1, len(values) + 1)
+    return np.where(assessed, places, 0)
+
+
+def topic_names(rows: Sequence[PaperState], agenda_topics: Sequence[str] = ()) -> list[str]:
+    if agenda_topics:
+        return list(agenda_topics)
+    return sorted({name for r in rows if r.topics for name in r.topics})
+
+
+def rank(
+    texts: TextFeatures,
+    rows: Sequence[PaperState],
+    agenda_topics: Sequence[str] = (),
+    previous: Fit | None = None,
+) -> Ranking:
+    """Train on the decisions among `rows` and rank the assessed ones."""
+    ids = [r.id for r in rows]
+    names = topic_names(rows, agenda_topics)
+    engine = np.array([r.relevance if r.relevance is not None else np.nan for r in rows], dtype=np.float64)
+    assessed = np.isfinite(engine)
+    floor = float(engine[assessed].min()) if assessed.any() else 0.0
+    filled = np.where(assessed, engine, floor)
+    topics = np.array(
+        [[float((r.topics or {}).get(name, 0)) for name in names] for r in rows], dtype=np.float64
+    ).reshape(len(rows), len(names))
+    words, vectors = texts.rows(ids)
+    X = features(words, vectors, topics)
+    labels = Labels.from_decisions(
+        [r.status for r in rows], [r.starred for r in rows], [r.seed for r in rows]
+    )
+    result = fit(X, filled, labels, ids, previous, topics, assessed)
+    model = scores(result, X)
+    blended = np.where(assessed, blend(result, filled, model, topics), -np.inf)
+    uncertainty = None
+    if result.model is not None:
+        uncertainty = np.abs(result.model.classifier.decision_function(X.matrix))
+    chance = result.accept_chance(filled, topics)
+    return Ranking(
+        ids=ids,
+        engine=engine,
+        blended=blended,
+        shown=_on_engine_scale(blended, engine, assessed),
+        model=model,
+        uncertainty=uncertainty,
+        chance=chance,
+        fit=result,
+        titles=[r.title for r in rows],
+        labels=labels,
+        vectors=vectors,
+    )
+
+
+def _on_engine_scale(blended: np.ndarray, engine: np.ndarray, assessed: np.ndarray) -> np.ndarray:
+    """The blend's order carried onto the engine's own scores: the paper the blend puts k-th
+    gets the k-th highest relevance, so the 0-10 scale keeps its meaning."""
+    shown = np.full(len(engine), np.nan)
+    if not assessed.any():
+        return shown
+    idx = np.flatnonzero(assessed)
+    by_blend = idx[np.lexsort((idx, -blended[idx]))]
+    shown[by_blend] = np.sort(engine[idx])[::-1]
+    return np.round(shown, 2)

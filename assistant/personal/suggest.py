@@ -1,0 +1,90 @@
+"""Topics the agenda is missing: accepted papers that no topic scored well, grouped by meaning.
+
+Accepted (or starred) papers whose every topic score is low say the agenda does not describe
+something the researcher wants. They are grouped by their embeddings (average-linkage
+clustering on cosine distance) and each group of at least two is named by the word 1-2 grams
+that set its papers apart from the store (TF-IDF of the group against the store's mean).
+The suggestion is printed as agenda Markdown to paste; nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.cluster import AgglomerativeClustering
+
+from assistant.personal.features import TextFeatures
+from assistant.personal.ranking import PaperState
+
+LOW_SCORE = 4  # every topic at most this: the agenda does not cover the paper
+DISTANCE = 0.55  # cosine distance within which papers are grouped (average linkage)
+TERMS = 6
+
+
+@dataclass
+class Suggestion:
+    name: str
+    terms: list[str]
+    titles: list[str]
+
+    def markdown(self) -> str:
+        lines = [f"## {self.name}", "", f"Papers about {', '.join(self.terms)}."]
+        lines.append(f"<!-- from {len(self.titles)} accepted papers no topic scored above {LOW_SCORE}: ")
+        lines += [f"     - {t}" for t in self.titles[:8]]
+        lines.append("-->")
+        return "\n".join(lines)
+
+
+def uncovered(rows: Sequence[PaperState], low: int = LOW_SCORE) -> list[PaperState]:
+    """Accepted or starred papers, assessed, that no topic scored above `low`."""
+    from assistant.models import Status
+
+    return [
+        r
+        for r in rows
+        if (r.status is Status.ACCEPTED or (r.starred and r.status is not Status.REJECTED))
+        and r.topics is not None
+        and max(r.topics.values(), default=0) <= low
+    ]
+
+
+def suggest(
+    texts: TextFeatures, rows: Sequence[PaperState], low: int = LOW_SCORE, min_papers: int = 2
+) -> tuple[list[Suggestion], int]:
+    """Suggested topics, largest group first, and how many accepted papers were uncovered."""
+    missing = uncovered(rows, low)
+    if len(missing) < min_papers or texts.tfidf is None:
+        return [], len(missing)
+    words, vectors = texts.rows([r.id for r in missing])
+    if len(missing) == 1 or not vectors.any():
+        groups = np.zeros(len(missing), dtype=np.int64)
+    else:
+        clustering = AgglomerativeClustering(
+            n_clusters=None, distance_threshold=DISTANCE, metric="cosine", linkage="average"
+        )
+        groups = clustering.fit_predict(vectors + 1e-9)
+    vocabulary = np.asarray(texts.tfidf.get_feature_names_out())
+    store_mean = np.asarray(texts.words.mean(axis=0)).ravel()
+    out: list[Suggestion] = []
+    for g in np.unique(groups):
+        members = np.flatnonzero(groups == g)
+        if len(members) < min_papers:
+            continue
+        centroid = np.asarray(words[members].mean(axis=0)).ravel() - store_mean
+        terms = _distinct([str(vocabulary[j]) for j in np.argsort(-centroid)[: TERMS * 3] if centroid[j] > 0])
+        if not terms:
+            continue
+        out.append(Suggestion(terms[0].capitalize(), terms[:TERMS], [missing[i].title for i in members]))
+    out.sort(key=lambda s: -len(s.titles))
+    return out, len(missing)
+
+
+def _distinct(terms: list[str]) -> list[str]:
+    """Terms without those another (longer) term already contains: 'entity linking' over 'entity'."""
+    kept: list[str] = []
+    for term in sorted(terms, key=lambda t: -len(t.split())):
+        if not any(term in k.split() or term == k for k in kept):
+            kept.append(term)
+    return sorted(kept, key=terms.index)

@@ -1,0 +1,107 @@
+"""The labelled sets the ranking benchmarks run on, and the engine's scores for them.
+
+Both sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
+listing pages) 0/1/2 against research agendas, each agenda written as a paragraph and as three
+words, by two readers who did not see each other's grades:
+
+- set A (`tuning`): attention heads, multilingual adaptation, multi-task learning. The offline
+  engine and the personal model were tuned on it.
+- set B (`held out`): parameter-efficient adaptation, efficient inference, factual knowledge,
+  linguistic structure. Graded before any tuning for the offline engine's fourth version and
+  the personal model, and never tuned on: it is reported separately.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from common import ROOT
+
+from assistant.agenda import Agenda, load_agenda
+from assistant.config import load_settings
+from assistant.models import Paper
+from assistant.store import Store
+
+DATA = ROOT / "bench" / "data"
+SETS = {
+    "A": ("tuning", ["heads", "multilingual", "multitask"], DATA / "labels"),
+    "B": ("held out", ["peft", "efficiency", "knowledge", "structure"], DATA / "labels_b"),
+}
+READERS = ("first", "second")
+FORMS = ("para", "3 words")
+
+
+@dataclass
+class Case:
+    """One agenda in one form, with both readers' grades (arrays in paper order)."""
+
+    set_name: str
+    agenda_name: str
+    form: str
+    agenda: Agenda
+    grades: dict[str, np.ndarray]
+
+    @property
+    def label(self) -> str:
+        return f"{self.agenda_name}, {self.form}"
+
+
+def papers() -> list[Paper]:
+    records = [
+        json.loads(line) for line in (DATA / "ranking_papers.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    return [Paper(id=r["id"], title=r["title"], abstract=r["abstract"]) for r in records]
+
+
+def _grade_files(folder: Path, name: str) -> dict[str, Path]:
+    if (folder / "first").is_dir():
+        return {who: folder / who / f"{name}.json" for who in READERS}
+    return {"first": folder / f"{name}.json", "second": folder / "second" / f"{name}.json"}
+
+
+def cases(ids: list[str], sets: tuple[str, ...] = ("A", "B")) -> Iterator[Case]:
+    for set_name in sets:
+        _, agendas, folder = SETS[set_name]
+        for name in agendas:
+            files = _grade_files(folder, name)
+            if not all(p.exists() for p in files.values()):
+                continue
+            grades = {}
+            for who, path in files.items():
+                by_id = json.loads(path.read_text(encoding="utf-8"))["grades"]
+                grades[who] = np.array([by_id[pid] for pid in ids])
+            for form in FORMS:
+                path = DATA / "agendas" / (f"{name}.md" if form == "para" else f"{name}-short.md")
+                yield Case(set_name, name, form, load_agenda(path), grades)
+
+
+@dataclass
+class Fixture:
+    """The labelled papers in a temporary store, with their stored vectors."""
+
+    store: Store
+    papers: list[Paper]
+    ids: list[str]
+    documents: list[str]
+    vectors: dict[str, list[float]]
+    matrix: np.ndarray
+
+
+def open_fixture(tmp: str) -> Fixture:
+    store = Store.open(load_settings(store=Path(tmp) / "store"))
+    items = papers()
+    store.upsert_papers(items)
+    ids = [p.id for p in items]
+    vectors = store.embeddings(ids)
+    matrix = np.asarray([vectors[i] for i in ids], dtype=np.float32)
+    return Fixture(store, items, ids, [p.document for p in items], vectors, matrix)
+
+
+def temporary_fixture() -> tuple[tempfile.TemporaryDirectory[str], Fixture]:
+    tmp = tempfile.TemporaryDirectory()
+    return tmp, open_fixture(tmp.name)
