@@ -1,6 +1,6 @@
 """Learning from decisions: a simulated researcher works down the queue, the model retrains.
 
-    python bench/learning.py [--sets A B] [--readers first second] [--quick]
+    python bench/learning.py [--sets A B] [--readers first second] [--workers N]
 
 For every agenda case of the labelled sets (bench/labelled.py), a simulated researcher decides
 the top paper of the queue, one at a time, by the labels: grade 2 is an accept, 1 a maybe,
@@ -21,11 +21,13 @@ retrain after a decision in the review UI.
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from common import report, varied_records
-from labelled import READERS, SETS, Case, cases, temporary_fixture
+from labelled import READERS, SETS, cases, temporary_fixture
 
 from assistant.models import Status
 from assistant.personal.model import (
@@ -63,7 +65,7 @@ def simulate(
     target = int(np.ceil(0.95 * relevant.sum()))
     rows: dict[int, tuple[float, float]] = {}
     weights: dict[int, float] = {}
-    found = 0
+    found = found_20 = 0
     screened_at_target = n
     order_score = engine.copy()
     fitted_at = -1
@@ -86,6 +88,8 @@ def simulate(
         statuses[pick] = STATUS_OF_GRADE[int(grades[pick])]
         if relevant[pick]:
             found += 1
+        if step == 19:
+            found_20 = found
             if found == target:
                 screened_at_target = step + 1
         if step >= stop_at or (found >= target and step >= max(CHECKPOINTS)):
@@ -98,6 +102,7 @@ def simulate(
         "wss_blend": (n - screened_at_target) / n - 0.05,
         "wss_engine": (n - engine_screened) / n - 0.05,
         "found_engine_20": int(relevant[engine_order[:20]].sum()),
+        "found_blend_20": found_20,
     }
 
 
@@ -137,65 +142,83 @@ def retrain_times() -> list[list[object]]:
     return out
 
 
+def job(
+    args: tuple[str, str, list[str], object, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> list[object]:
+    label, who, ids, words, vectors, engine, topics, grades = args
+    start = time.perf_counter()
+    sim = simulate(ids, words, vectors, engine, topics, grades)
+    return [label, who, sim, time.perf_counter() - start]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", default=list(SETS))
     parser.add_argument("--readers", nargs="+", default=list(READERS))
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
     tmp, fx = temporary_fixture()
     corpus = Corpus.build(fx.ids, fx.documents)
     words = word_features(fx.documents)
-    rows: list[list[object]] = []
-    summary: dict[tuple[str, str, str], list[list[float]]] = {}
-    all_cases: list[Case] = list(cases(fx.ids, tuple(args.sets)))
-    for case in all_cases:
+    jobs = []
+    forms: dict[str, tuple[str, str]] = {}
+    for case in cases(fx.ids, tuple(args.sets)):
         engine_ = OfflineEngine(case.agenda, fx.store.embed)
         assessed = engine_.assess(corpus, dict(zip(fx.ids, fx.documents, strict=True)), fx.vectors)
         engine = np.array([assessed[i].relevance for i in fx.ids])
         topics = np.array([[t.score for t in assessed[i].topics] for i in fx.ids], dtype=np.float64)
+        label = f"{case.set_name}: {case.label}"
+        forms[label] = (case.set_name, case.form)
         for who in args.readers:
-            start = time.perf_counter()
-            sim = simulate(fx.ids, words, fx.matrix, engine, topics, case.grades[who])
-            ap = sim["ap"]
-            assert isinstance(ap, dict)
-            row: list[object] = [f"{case.set_name}: {case.label}", who]
-            for n in CHECKPOINTS:
-                e, b = ap[n]
-                row += [f"{e:.3f} / {b:.3f}"]
-            gain20 = ap[20][1] - ap[20][0]
-            row += [
-                f"{gain20:+.3f}",
-                f"{sim['wss_engine']:.3f} / {sim['wss_blend']:.3f}",
-                f"{time.perf_counter() - start:.0f}s",
-            ]
-            rows.append(row)
-            key = (case.set_name, case.form, who)
-            summary.setdefault(key, []).append([ap[n][i] for n in CHECKPOINTS for i in (0, 1)])
-            print(row, sim["weights"])
+            jobs.append((label, who, fx.ids, words, fx.matrix, engine, topics, case.grades[who]))
     tmp.cleanup()
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        results = list(pool.map(job, jobs))
+    rows: list[list[object]] = []
+    summary: dict[tuple[str, str, str], list[list[float]]] = {}
+    for label, who, sim, seconds in results:
+        assert isinstance(sim, dict) and isinstance(label, str) and isinstance(who, str)
+        ap = sim["ap"]
+        row: list[object] = [label, who]
+        row += [f"{ap[n][0]:.3f} / {ap[n][1]:.3f}" for n in CHECKPOINTS]
+        row += [
+            f"{ap[20][1] - ap[20][0]:+.3f}",
+            f"{sim['found_engine_20']} / {sim['found_blend_20']}",
+            f"{sim['wss_engine']:.3f} / {sim['wss_blend']:.3f}",
+            f"{seconds:.0f}s",
+        ]
+        rows.append(row)
+        set_name, form = forms[label]
+        summary.setdefault((set_name, form, who), []).append(
+            [*(ap[n][i] for n in CHECKPOINTS for i in (0, 1)), ap[20][1] - ap[20][0]]
+        )
     columns = [
         "case",
         "labels",
         *(f"AP@{n} engine / blend" for n in CHECKPOINTS),
         "gain @20",
+        "found in 20 engine / blend",
         "WSS@95 engine / blend",
         "time",
     ]
     report("learning", "Average precision of the remaining queue after n decisions", columns, rows, {})
     means = []
-    for (set_name, form, who), values in summary.items():
+    for (set_name, form, who), values in sorted(summary.items()):
         m = np.mean(values, axis=0)
+        gains = np.array(values)[:, -1]
         means.append(
             [
                 f"{set_name} ({SETS[set_name][0]}), {form}",
                 who,
                 *(f"{m[2 * i]:.3f} / {m[2 * i + 1]:.3f}" for i in range(len(CHECKPOINTS))),
+                f"{(gains >= 0.10).sum()}/{len(gains)}",
+                f"{min(v[1] - v[0] for v in values):+.3f} / {min(v[3] - v[2] for v in values):+.3f}",
             ]
         )
     report(
         "learning_summary",
-        "Means per set and agenda form",
-        ["cases", "labels", *(f"AP@{n}" for n in CHECKPOINTS)],
+        "Means per set and agenda form (engine / blend)",
+        ["cases", "labels", *(f"AP@{n}" for n in CHECKPOINTS), "gain@20 >= 0.10", "worst gain @0 / @5"],
         means,
         {},
     )

@@ -11,7 +11,7 @@ from tui_support import agenda, copy_store, detail_text, drive, ranked_ids, sett
 
 from assistant.config import Settings, load_settings
 from assistant.errors import StoreError
-from assistant.index import Sort
+from assistant.index import Sort, sort_key
 from assistant.lists import ReadingLists
 from assistant.models import Paper, Status
 from assistant.store import Store
@@ -493,3 +493,41 @@ def test_each_store_has_its_own_queue_cache(
         assert len(again.index.rows) == 1 and len(again.shown) == 1
 
     drive(again, script)
+
+
+def test_decisions_retrain_the_personal_model_and_the_queue_follows(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    """Accept the papers of one kind and reject the rest: after the retrain (in a worker), the
+    header says what was learned, the queue's order is the blend, the detail pane explains."""
+    app = make_app(assessed, tmp_path)
+    store = reopen(assessed)
+    wanted = {
+        i.paper.id for i in store.iter_all() if "knowledge" in i.paper.document.lower() or "fact" in i.paper.document.lower()
+    }
+
+    async def script(pilot: Pilot[None]) -> None:
+        summary = app.query_one("#summary", Static)
+        assert "learns after 3 accepts" in str(summary.content)
+        for _ in range(14):
+            pid = app.current_id()
+            assert pid is not None
+            await pilot.press("a" if pid in wanted else "x")
+        await settle(pilot)
+        assert app.ranking is not None and app.ranking.fit.decided == 14
+        if not app.ranking.personal:
+            pytest.skip(f"the sample's top 14 taught nothing: {app.ranking.fit.note}")
+        assert "learned from 14" in str(summary.content)
+        key = sort_key(Sort.RELEVANCE, app.ranking)
+        keys = [key(app.index.rows[i]) for i in app.shown if i not in app.sticky]
+        assert keys == sorted(keys)
+        assert "your decisions" in detail_text(app)
+        # The view that teaches fastest: undecided papers, least certain first.
+        app.set_sort(Sort.UNCERTAIN)
+        await settle(pilot)
+        shown = [i for i in app.shown if i not in app.sticky]
+        assert all(app.index.rows[i].status is not Status.ACCEPTED for i in shown)
+        values = [app.ranking.uncertain(i) for i in shown if app.index.rows[i].status is Status.NEW]
+        assert values == sorted(values)
+
+    drive(app, script)

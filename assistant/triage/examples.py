@@ -77,8 +77,8 @@ def examples_text(examples: Sequence[Example]) -> str:
     """The examples as prompt lines; titles are data and are defused like paper text."""
     lines = []
     for e in examples:
-        title = " ".join(e.title.split()).replace("<<<", "‹‹‹").replace(">>>", "›››").replace('"', "'")
-        lines.append(f'- "{title}": {e.decision}')
+        title = " ".join(e.title.split()).replace("<<<", "‹‹‹").replace(">>>", "›››")
+        lines.append(f"- {e.decision}: {title}")
     return "\n".join(lines)
 
 
