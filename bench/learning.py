@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
     tmp, fx = temporary_fixture()
-    corpus = Corpus.build(fx.ids, fx.documents)
+    corpus = Corpus.build(fx.ids, fx.documents, fx.vectors)
     words = word_features(fx.documents)
     jobs = []
     forms: dict[str, tuple[str, str]] = {}

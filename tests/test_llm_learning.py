@@ -74,7 +74,9 @@ def test_examples_put_the_nearest_decisions_in_the_prompt_and_the_key(project: P
     assert fake.calls == len(TITLES)
     prompts = user_prompts(fake)
     assert all("How this researcher decided" in p for p in prompts)
-    about_adapters = next(p for p in prompts if "Language adapters for African languages" in p.split("<<<END")[0])
+    about_adapters = next(
+        p for p in prompts if "Language adapters for African languages" in p.split("<<<END")[0]
+    )
     assert f"- accepted and starred (a must-read): {TITLES[0][0]}" in about_adapters
     # The paper itself is never its own example.
     own = next(p for p in prompts if f"Title: {TITLES[0][0]}" in p)

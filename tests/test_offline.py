@@ -127,3 +127,38 @@ def test_a_headless_agenda_gives_no_placeholder_tag(embedded_settings: Settings)
     tag_offline(store, parse_agenda("protein structure prediction and design\n"))
     tags = [tag for item in store.iter_all() if item.assessment for tag in item.assessment.tags]
     assert tags and "agenda" not in tags
+
+
+def test_the_top_of_the_queue_keeps_its_order(embedded_settings: Settings) -> None:
+    """Papers that all match a topic fully used to tie at 10.0 and fall back to file order:
+    ranking is on the unclipped score, while the topic scores shown stay 0-10."""
+    store = Store.open(embedded_settings)
+    same = "Attention heads in transformer language models: induction heads, retrieval heads."
+    papers = [
+        Paper.create(title=f"Attention heads study {i}", abstract=same + " More attention heads." * (i % 4))
+        for i in range(8)
+    ]
+    papers += [
+        Paper.create(**{k: v for k, v in r.items() if k in ("title", "abstract")}) for r in sample_records(20)
+    ]
+    store.upsert_papers(papers)
+    agenda = parse_agenda("## Attention heads\nAttention heads, induction heads and retrieval heads.\n")
+    tag_offline(store, agenda)
+    items = sorted(store.iter_all(), key=lambda i: -i.assessment.relevance)  # type: ignore[union-attr]
+    top = [i.assessment.relevance for i in items[:8]]  # type: ignore[union-attr]
+    assert len(set(top)) == len(top), top  # no ties
+    assert all(0 <= r < 10 for r in top)
+    assert all(0 <= t.score <= 10 for i in items for t in i.assessment.topics)  # type: ignore[union-attr]
+    assert items[0].assessment.topics[0].score == 10  # type: ignore[union-attr]
+
+
+def test_an_agenda_phrase_counts_as_a_phrase() -> None:
+    """Pairs of adjacent words are matched too: the phrase beats the same words apart."""
+    docs = [
+        "Induction heads form in attention layers of small transformers.",
+        "Attention to heads of state: induction of political leaders in the news.",
+        *[f"Unrelated paper number {i} about protein folding and chemistry." for i in range(10)],
+    ]
+    corpus = Corpus.build([str(i) for i in range(len(docs))], docs)
+    scores = corpus.scores("induction heads")
+    assert scores[0] > scores[1] > 0

@@ -503,7 +503,9 @@ def test_decisions_retrain_the_personal_model_and_the_queue_follows(
     app = make_app(assessed, tmp_path)
     store = reopen(assessed)
     wanted = {
-        i.paper.id for i in store.iter_all() if "knowledge" in i.paper.document.lower() or "fact" in i.paper.document.lower()
+        i.paper.id
+        for i in store.iter_all()
+        if "knowledge" in i.paper.document.lower() or "fact" in i.paper.document.lower()
     }
 
     async def script(pilot: Pilot[None]) -> None:

@@ -73,11 +73,13 @@ def tag_offline(
     wanted = set(todo) if write else set()
     score = list(documents) if rank_all else todo
     if score:
-        corpus = Corpus.build(list(documents), list(documents.values()))
+        # Every paper's vector: feedback looks for a topic's best matches in the whole store.
+        vectors = store.embeddings(list(documents))
+        corpus = Corpus.build(list(documents), list(documents.values()), vectors)
         engine = OfflineEngine(agenda, store.embed)
         for begin in range(0, len(score), CHUNK):
             chunk = score[begin : begin + CHUNK]
-            results = engine.assess(corpus, {pid: documents[pid] for pid in chunk}, store.embeddings(chunk))
+            results = engine.assess(corpus, {pid: documents[pid] for pid in chunk}, vectors)
             if rank_all:
                 report.relevance.update({pid: a.relevance for pid, a in results.items()})
             stored = {pid: a for pid, a in results.items() if pid in wanted}

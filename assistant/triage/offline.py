@@ -1,9 +1,16 @@
 """The offline engine: relevance without an LLM.
 
-Each topic score mixes a lexical match (BM25 over the whole store, so rare agenda terms count
-more than common ones) with the embedding similarity between the paper and the topic. Tags
-come from the matching topics and the key phrases of the paper's title; the summary is the
-abstract's most central sentence. Everything is labelled `offline`.
+Each topic score mixes a lexical match with the embedding similarity between the paper and
+the topic. The lexical match is the cosine of TF-IDF vectors over stemmed words and pairs of
+adjacent stemmed words (sublinear tf, fitted on the whole store, so rare agenda terms count
+more than common ones and an agenda's phrases count as phrases). Both sides are then expanded
+once by pseudo-relevance feedback: the topic moves towards the papers that match it best on the
+first pass, which finds papers that say the same thing in other words. Tags come from the
+matching topics and the key phrases of the paper's title; the summary is the abstract's most
+central sentence. Everything is labelled `offline`.
+
+A topic's score as shown is 0-10, but papers are ranked on the unclipped mix: papers that all
+match a topic as well as it gets keep their order instead of tying at 10.
 """
 
 from __future__ import annotations
@@ -16,19 +23,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import bm25s
 import numpy as np
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_EN_PLUS
+from scipy import sparse
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, HashingVectorizer, TfidfTransformer
 
 from assistant.agenda import Agenda, Topic
 from assistant.models import Assessment, TopicScore
-from assistant.triage.scoring import relevance_from_scores
+from assistant.triage.scoring import NEGATIVE_WEIGHT
 
 ENGINE = "offline"
-VERSION = "offline-4"
+VERSION = "offline-5"
 # Weight of the embedding similarity in a topic score (the rest is lexical).
-EMBEDDING_WEIGHT = 0.7
+EMBEDDING_WEIGHT = 0.6
+# Pseudo-relevance feedback: the best-matching papers of the first pass (a 25th of the store,
+# 3 to 20 of them) pull the topic's vector and its words this far towards their centroid.
+FEEDBACK_PAPERS = 20
+FEEDBACK_WEIGHT = 0.5
+HASH_FEATURES = 2**20
 # Cosine similarities of MiniLM between a topic and an abstract: below LOW is unrelated,
 # LOW + SPAN and above is as related as it gets.
 COSINE_LOW = 0.15
@@ -42,13 +54,20 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[])")
 _CUES = re.compile(
     r"\b(we (propose|present|introduce|show|find|demonstrate)|this (paper|work)|our results)\b", re.I
 )
-_STOP = frozenset(STOPWORDS_EN) | {"paper", "work", "approach", "method", "results", "show", "using", "based"}
+# The short English stop list of Lucene, and words every abstract has.
+_STOP = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then "
+    "there these they this to was will with paper work approach method results show using based".split()
+)
+_HASHER = HashingVectorizer(
+    analyzer=lambda tokens: tokens, n_features=HASH_FEATURES, alternate_sign=False, norm=None
+)
 _stemmer = Stemmer.Stemmer("english")
 # Key phrases: spans of title words between punctuation and function words.
 _LATEX = re.compile(r"\\[a-zA-Z]+\s*")
 _LATEX_ARG = re.compile(r"\\[a-zA-Z]+\{([^{}]*)\}")  # \textit{word} in an abstract
 _PHRASE_BREAK = re.compile(r"[:;,!?()\[\]{}\"`“”‘’|/&+]+|\.(?=\s|$)|\s[-–—]+\s|'s\b|'")
-_FUNCTION = _STOP | frozenset(STOPWORDS_EN_PLUS) | {
+_FUNCTION = _STOP | ENGLISH_STOP_WORDS | {
     "vs", "via", "toward", "towards", "beyond", "without", "across", "let", "new", "novel", "study", "case"
 }  # fmt: skip
 PHRASE_WORDS = 3
@@ -69,51 +88,98 @@ def engine_key(document: str, agenda: Agenda) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
 
 
+def grams(tokens: Sequence[str]) -> list[str]:
+    """Stems and pairs of adjacent stems: what the lexical match compares."""
+    return [*tokens, *(f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False))]
+
+
 @dataclass
 class Corpus:
-    """BM25 statistics over every document in the store."""
+    """Lexical statistics over every document in the store (and, when given, every vector)."""
 
     ids: list[str]
-    retriever: bm25s.BM25
+    matrix: sparse.csr_matrix  # TF-IDF rows, L2-normalised
+    transformer: TfidfTransformer
     df: Counter[str]
+    vectors: np.ndarray | None = None  # the papers' embeddings, in `ids` order
 
     @classmethod
-    def build(cls, ids: Sequence[str], documents: Sequence[str]) -> Corpus:
+    def build(
+        cls,
+        ids: Sequence[str],
+        documents: Sequence[str],
+        vectors: Mapping[str, Sequence[float]] | None = None,
+    ) -> Corpus:
         tokens = [stems(d) for d in documents]
-        retriever = bm25s.BM25()
-        retriever.index(tokens, show_progress=False)
         df: Counter[str] = Counter()
         for toks in tokens:
             df.update(set(toks))
-        return cls(list(ids), retriever, df)
+        counts = _HASHER.transform([grams(t) for t in tokens])
+        transformer = TfidfTransformer(sublinear_tf=True).fit(counts)
+        matrix = transformer.transform(counts).tocsr()
+        aligned = None
+        if vectors is not None and ids and all(pid in vectors for pid in ids):
+            aligned = np.asarray([vectors[pid] for pid in ids], dtype=np.float32)
+        return cls(list(ids), matrix, transformer, df, aligned)
 
     def idf(self, stem: str) -> float:
         n = max(len(self.ids), 1)
         df = self.df.get(stem, 0)
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
-    def scores(self, query: str) -> np.ndarray:
-        terms = [t for t in dict.fromkeys(stems(query)) if t in self.df]
-        if not terms:
-            return np.zeros(len(self.ids), dtype=np.float32)
-        return np.asarray(self.retriever.get_scores(terms), dtype=np.float32)
+    def query(self, text: str) -> np.ndarray:
+        """A text's TF-IDF vector (dense, L2-normalised) in the store's statistics."""
+        row = self.transformer.transform(_HASHER.transform([grams(stems(text))]))
+        return np.asarray(row.toarray(), dtype=np.float64).ravel()
+
+    def scores(self, query: str | np.ndarray) -> np.ndarray:
+        """Cosine of every document with the query (a text, or a vector from `query`)."""
+        q = self.query(query) if isinstance(query, str) else query
+        if not q.any():
+            return np.zeros(len(self.ids), dtype=np.float64)
+        return np.asarray(self.matrix @ q, dtype=np.float64).ravel()
+
+
+def _lexical_top(raw: np.ndarray) -> float:
+    """What counts as a full lexical match: the best matches in the store (robust to one outlier)."""
+    positive = raw[raw > 0]
+    if positive.size == 0:
+        return 1.0
+    return max(float(np.percentile(positive, 99)) if positive.size >= 100 else float(positive.max()), 1e-9)
 
 
 def _scale_lexical(raw: np.ndarray) -> np.ndarray:
-    """BM25 scores to 0..1 relative to the best matches in the store (robust to one outlier)."""
-    positive = raw[raw > 0]
-    if positive.size == 0:
-        return np.zeros_like(raw)
-    top = float(np.percentile(positive, 99)) if positive.size >= 100 else float(positive.max())
-    return np.clip(raw / max(top, 1e-9), 0.0, 1.0)
+    """Lexical scores relative to the best matches in the store, 0..1 (for display)."""
+    return np.clip(raw / _lexical_top(raw), 0.0, 1.0)
 
 
-def _scale_cosine(cos: np.ndarray) -> np.ndarray:
-    return np.clip((cos - COSINE_LOW) / COSINE_SPAN, 0.0, 1.0)
+def _cosine_scale(cos: np.ndarray) -> np.ndarray:
+    """Cosine similarity on the engine's scale: 0 unrelated, 1 as related as it gets (unclipped)."""
+    return (cos - COSINE_LOW) / COSINE_SPAN
+
+
+def squash(value: float) -> float:
+    """An unclipped score onto 0..10, order kept: unchanged in 0.5..9, then flattening towards
+    0 and 10 without reaching them, so papers above the scale still rank among themselves."""
+    if value > 9.0:
+        return 10.0 - math.exp(-(value - 9.0))
+    if value < 0.5:
+        return 0.5 * math.exp((value - 0.5) / 0.5)
+    return value
+
+
+@dataclass
+class _Query:
+    """One topic as the engine matches it, after feedback: its vector and its words."""
+
+    vector: np.ndarray
+    words: np.ndarray
+    top: float  # the lexical score that counts as a full match in this store
+    empty: bool
 
 
 class OfflineEngine:
-    """Scores papers against an agenda with BM25 + embedding similarity."""
+    """Scores papers against an agenda with TF-IDF + embedding similarity and feedback."""
 
     name = ENGINE
 
@@ -122,20 +188,61 @@ class OfflineEngine:
         self.topic_vectors = np.asarray(embed([t.text for t in agenda.topics]), dtype=np.float32)
         # Topics that give a tag: not "Not interested", not a headless file's placeholder name.
         self.tag_topics = {t.name for t in agenda.topics if t.named and not t.negative}
+        self._queries: tuple[int, list[_Query]] | None = None
+
+    def queries(self, corpus: Corpus) -> list[_Query]:
+        """Each topic's vector and words, expanded by feedback from this store's best matches
+        (worked out once per store)."""
+        if self._queries is not None and self._queries[0] == id(corpus):
+            return self._queries[1]
+        out = []
+        k = int(np.clip(len(corpus.ids) // 25, 3, FEEDBACK_PAPERS))
+        for topic, vector in zip(self.agenda.topics, self.topic_vectors, strict=True):
+            words = corpus.query(topic.text) if topic.text else np.zeros(0)
+            if not topic.text or not words.any():
+                out.append(_Query(vector, words, 1.0, empty=not topic.text))
+                continue
+            lexical = corpus.scores(words)
+            first = (1 - EMBEDDING_WEIGHT) * lexical / _lexical_top(lexical)
+            if corpus.vectors is not None:
+                first = first + EMBEDDING_WEIGHT * _cosine_scale(corpus.vectors @ vector)
+            best = np.argsort(-first, kind="stable")[:k]
+            if corpus.vectors is not None:
+                vector = vector + FEEDBACK_WEIGHT * corpus.vectors[best].mean(axis=0)
+                vector = vector / (np.linalg.norm(vector) or 1.0)
+            centroid = np.asarray(corpus.matrix[best].mean(axis=0)).ravel()
+            words = words + FEEDBACK_WEIGHT * centroid / (np.linalg.norm(centroid) or 1.0)
+            out.append(
+                _Query(vector.astype(np.float32), words, _lexical_top(corpus.scores(words)), empty=False)
+            )
+        self._queries = (id(corpus), out)
+        return out
 
     def components(
         self, corpus: Corpus, targets: Sequence[str], vectors: Mapping[str, Sequence[float]]
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(lexical 0..1, cosine) per paper and topic: the two signals the engine mixes."""
+        """(lexical, cosine) per paper and topic: the two signals the engine mixes, the lexical
+        one relative to the store's best matches (1 is a full match; not clipped)."""
         index = {pid: i for i, pid in enumerate(corpus.ids)}
         rows = np.array([index[p] for p in targets], dtype=np.int64)
-        lexical = np.stack([_scale_lexical(corpus.scores(t.text))[rows] for t in self.agenda.topics], axis=1)
+        queries = self.queries(corpus)
+        matrix = corpus.matrix[rows]
+        lexical = np.zeros((len(targets), len(queries)))
+        for j, q in enumerate(queries):
+            if q.words.any():
+                lexical[:, j] = np.asarray(matrix @ q.words).ravel() / q.top
         width = self.topic_vectors.shape[1]
         mat = np.asarray([vectors[p] for p in targets], dtype=np.float32).reshape(len(targets), width)
-        cosine = mat @ self.topic_vectors.T
+        cosine = mat @ np.stack([q.vector for q in queries]).T
         # A topic with nothing to match (a bare "## Not interested") matches nothing.
-        cosine[:, [not t.text for t in self.agenda.topics]] = 0.0
+        cosine[:, [q.empty for q in queries]] = 0.0
         return lexical, cosine
+
+    def mix(self, lexical: np.ndarray, cosine: np.ndarray) -> np.ndarray:
+        """Topic scores on a 0..1 scale, not clipped (above 1: better than a full match)."""
+        scaled = _cosine_scale(cosine)
+        scaled[cosine == 0.0] = 0.0
+        return EMBEDDING_WEIGHT * scaled + (1 - EMBEDDING_WEIGHT) * lexical
 
     def assess(
         self,
@@ -147,28 +254,28 @@ class OfflineEngine:
         known = set(corpus.ids)
         targets = [pid for pid in documents if pid in known]
         lexical, cosine = self.components(corpus, targets, vectors)
-        mixed = EMBEDDING_WEIGHT * _scale_cosine(cosine) + (1 - EMBEDDING_WEIGHT) * lexical
+        mixed = self.mix(lexical, cosine)
+        negative = [t.negative for t in self.agenda.topics]
         out: dict[str, Assessment] = {}
         for r, pid in enumerate(targets):
             doc = documents[pid]
             topics = [
                 TopicScore(
                     topic=topic.name,
-                    score=int(round(10 * float(mixed[r, j]))),
+                    score=int(round(10 * min(max(float(mixed[r, j]), 0.0), 1.0))),
                     reason=self._reason(topic, doc, float(cosine[r, j])),
                 )
                 for j, topic in enumerate(self.agenda.topics)
             ]
+            positive = [10 * float(mixed[r, j]) for j in range(len(topics)) if not negative[j]]
+            penalty = sum(max(0.0, 10 * float(mixed[r, j])) for j in range(len(topics)) if negative[j])
+            best = max(positive, default=0.0) - NEGATIVE_WEIGHT * penalty
             out[pid] = Assessment(
                 tags=self._tags(doc, topics, corpus),
                 summary=summarize(doc, corpus),
                 topics=topics,
-                # From the unrounded topic scores, so that papers do not tie in tens.
-                relevance=relevance_from_scores(
-                    {t.name: 10 * float(mixed[r, j]) for j, t in enumerate(self.agenda.topics)},
-                    self.agenda,
-                    digits=2,
-                ),
+                # Ranked on the unclipped scores: no ties at the top or the bottom of the scale.
+                relevance=round(squash(best), 4),
                 engine=ENGINE,
                 model=VERSION,
                 key=engine_key(doc, self.agenda),
