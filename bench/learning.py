@@ -88,10 +88,10 @@ def simulate(
         statuses[pick] = STATUS_OF_GRADE[int(grades[pick])]
         if relevant[pick]:
             found += 1
-        if step == 19:
-            found_20 = found
             if found == target:
                 screened_at_target = step + 1
+        if step == 19:
+            found_20 = found
         if step >= stop_at or (found >= target and step >= max(CHECKPOINTS)):
             break
     engine_order = np.lexsort((np.arange(n), -engine))

@@ -42,6 +42,9 @@ WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 # A weight above zero must beat the engine alone by this much average precision in
 # cross-validation; among weights that tie, the largest is taken.
 MARGIN = 0.005
+# The model promotes freely but demotes by at most its weight (in z-scores): a paper the
+# engine rates highly is not buried by a model that has not seen its kind yet.
+MODEL_FLOOR = -1.0
 RAW, CALIBRATED = "engine", "calibrated"
 CALIBRATION_FROM = 10  # decisions before the engine's scores are calibrated
 C = 1.0
@@ -427,7 +430,11 @@ def _cross_validate(
         (side, w): float(
             np.mean(
                 [
-                    average_precision(values[papers] + w * model_z[papers], relevant, weight[papers])
+                    average_precision(
+                        values[papers] + w * np.maximum(model_z[papers], MODEL_FLOOR),
+                        relevant,
+                        weight[papers],
+                    )
                     for papers, relevant in groups
                 ]
             )
@@ -451,4 +458,4 @@ def blend(
     engine_z = result.engine_side(engine, topics)
     if model is None or not result.active:
         return engine_z
-    return engine_z + result.weight * model
+    return engine_z + result.weight * np.maximum(model, MODEL_FLOOR)

@@ -18,7 +18,7 @@ import numpy as np
 
 from assistant.models import Status
 from assistant.personal.features import TextFeatures
-from assistant.personal.model import Fit, Labels, blend, features, fit, scores
+from assistant.personal.model import MODEL_FLOOR, Fit, Labels, blend, features, fit, scores
 
 NEAREST = 3
 
@@ -153,7 +153,9 @@ class Ranking:
         out = {}
         for pid, value in relevance.items():
             i = self.position.get(pid)
-            model = float(self.model[i]) if self.model is not None and i is not None else 0.0
+            model = (
+                max(float(self.model[i]), MODEL_FLOOR) if self.model is not None and i is not None else 0.0
+            )
             out[pid] = (value - mean) / std + (self.fit.weight * model if self.fit.active else 0.0)
         return out
 
