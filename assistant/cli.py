@@ -382,6 +382,11 @@ def doctor() -> None:
         row("agenda", True, f"{settings.agenda_path} ({len(topics)} topics)")
     except TriageError as exc:
         row("agenda", None, str(exc))
+    if ok:
+        personal = state.personal(quiet=True)
+        if personal is not None:
+            fit = personal.ranking.fit
+            row("personal model", True if fit.personal else None, f"{fit.decided} decisions: {fit.note}")
     if settings.llm_configured:
         where = settings.openai_base_url or "OpenAI"
         row("LLM", True, f"{where}, model {settings.model or '(default)'}")

@@ -192,6 +192,7 @@ class Model:
     centroid: np.ndarray
     words: int
     stats: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 1.0), (0.0, 1.0))
+    _whole: tuple[int, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     def parts(self, X: Features, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         m = X.matrix if rows is None else X.matrix[rows]
@@ -204,10 +205,20 @@ class Model:
         """z-score both parts over these papers (all of them by default)."""
         regression, rocchio = self.parts(X, reference)
         self.stats = (_stats(regression), _stats(rocchio))
+        self._whole = (id(X), regression, rocchio) if reference is None else None
 
     def score(self, X: Features, rows: np.ndarray | None = None) -> np.ndarray:
-        regression, rocchio = self.parts(X, rows)
+        if rows is None and self._whole is not None and self._whole[0] == id(X):
+            regression, rocchio = self._whole[1], self._whole[2]
+        else:
+            regression, rocchio = self.parts(X, rows)
         return np.asarray(_z(regression, self.stats[0]) + _z(rocchio, self.stats[1]), dtype=np.float64)
+
+    def regression(self, X: Features) -> np.ndarray:
+        """The regression's logit for every paper (its uncertainty is how close it is to 0)."""
+        if self._whole is not None and self._whole[0] == id(X):
+            return self._whole[1]
+        return self.parts(X)[0]
 
 
 def _stats(values: np.ndarray) -> tuple[float, float]:
@@ -232,13 +243,24 @@ def _background(labels: Labels, order: np.ndarray) -> np.ndarray:
     return np.asarray(undecided[:n], dtype=np.int64)
 
 
-def _train(X: Features, labels: Labels, rows: np.ndarray, background: np.ndarray) -> Model:
+def _train(
+    X: Features,
+    labels: Labels,
+    rows: np.ndarray,
+    background: np.ndarray,
+    warm: LogisticRegression | None = None,
+) -> Model:
+    """Fit both scorers on these decisions; `warm`, the previous fit's regression, is where
+    the solver starts (one more decision moves the optimum little)."""
     Xt = sparse.vstack([X.matrix[rows], X.matrix[background]], format="csr")
     yt = np.concatenate([labels.y[rows], np.zeros(len(background), dtype=np.int8)])
     wt = np.concatenate([labels.weight[rows], np.full(len(background), BACKGROUND_WEIGHT)])
     # liblinear is the faster on a few hundred rows, lbfgs on thousands.
     solver = "liblinear" if len(yt) < LIBLINEAR_BELOW else "lbfgs"
-    clf = LogisticRegression(C=C, max_iter=300, solver=solver)
+    clf = LogisticRegression(C=C, max_iter=300, solver=solver, warm_start=solver == "lbfgs")
+    if solver == "lbfgs" and warm is not None and getattr(warm, "coef_", None) is not None:
+        if warm.coef_.shape[1] == X.matrix.shape[1]:
+            clf.coef_, clf.intercept_ = warm.coef_.copy(), warm.intercept_.copy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         clf.fit(Xt, yt, sample_weight=wt)
@@ -313,7 +335,8 @@ def fit(
     assessed = np.ones(len(engine), dtype=bool) if assessed is None else assessed
     background = _background(labels, stable_order(ids))
     decided = np.flatnonzero(labels.y >= 0)
-    result.model = _train(X, labels, decided, background)
+    warm = previous.model.classifier if previous is not None and previous.model is not None else None
+    result.model = _train(X, labels, decided, background, warm)
     result.model.calibrate(X)
     E = engine_features(engine, topics if topics is not None else np.zeros((len(engine), 0)))
     result.calibration = _calibration(E, labels, decided)
@@ -458,4 +481,4 @@ def blend(
     engine_z = result.engine_side(engine, topics)
     if model is None or not result.active:
         return engine_z
-    return engine_z + result.weight * np.maximum(model, MODEL_FLOOR)
+    return np.asarray(engine_z + result.weight * np.maximum(model, MODEL_FLOOR), dtype=np.float64)

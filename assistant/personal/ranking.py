@@ -248,7 +248,7 @@ def rank(
     blended = np.where(assessed, blend(result, filled, model, topics), -np.inf)
     uncertainty = None
     if result.model is not None:
-        uncertainty = np.abs(result.model.classifier.decision_function(X.matrix))
+        uncertainty = np.abs(result.model.regression(X))
     chance = result.accept_chance(filled, topics)
     return Ranking(
         ids=ids,
