@@ -8,6 +8,7 @@ engine's current version was tuned and never tuned on). Each agenda runs as a pa
 as three words. Every ranker sees the same papers and the same agenda text in the same run:
 
 - engine: the offline engine as shipped (its relevance, as the queue sorts it);
+- offline-4: the engine before this version (BM25 and the embedding, clipped), recomputed;
 - tf-idf: the strong lexical baseline, TF-IDF of word 1-2 grams over title and abstract,
   sublinear tf, English stop words, 20,000 features, fitted on the store, cosine to the topic;
 - tf-idf (arxiv-sanity): the same with arxiv-sanity-lite's max_df=0.1, min_df=5;
@@ -34,9 +35,10 @@ from assistant.triage.offline import Corpus, OfflineEngine, stems
 
 K = 20
 RESAMPLES = 1000
-RANKERS = ("engine", "tfidf", "tfidf_as", "bm25", "embedding")
+RANKERS = ("engine", "offline4", "tfidf", "tfidf_as", "bm25", "embedding")
 LABELS = {
     "engine": "engine",
+    "offline4": "offline-4",
     "tfidf": "tf-idf",
     "tfidf_as": "tf-idf (a-s)",
     "bm25": "bm25",
@@ -74,6 +76,15 @@ def bm25_scores(index: bm25s.BM25, query: str) -> np.ndarray:
     return np.asarray(index.get_scores(terms), dtype=np.float64) if terms else np.zeros(0)
 
 
+def previous_engine(bm25: np.ndarray, cosine: np.ndarray) -> np.ndarray:
+    """The engine until offline-5: 0.7 x the clipped cosine scale + 0.3 x BM25 relative to the
+    store's best matches, clipped, as relevance rounded to 0.01 (single-topic agendas)."""
+    positive = bm25[bm25 > 0]
+    top = float(np.percentile(positive, 99)) if positive.size >= 100 else float(positive.max() or 1)
+    lexical = np.clip(bm25 / max(top, 1e-9), 0, 1)
+    return np.round(10 * (0.7 * np.clip((cosine - 0.15) / 0.45, 0, 1) + 0.3 * lexical), 2)
+
+
 def tfidf_scores(documents: list[str], query: str, **options: float) -> np.ndarray:
     vectorizer = TfidfVectorizer(
         ngram_range=(1, 2), sublinear_tf=True, stop_words="english", max_features=20_000, **options
@@ -109,6 +120,7 @@ def main() -> None:
             "bm25": bm25_scores(bm25, text),
             "embedding": fx.matrix @ engine.topic_vectors[0],
         }
+        scores["offline4"] = previous_engine(scores["bm25"], scores["embedding"])
         for who in READERS:
             grades = case.grades[who]
             m = {
