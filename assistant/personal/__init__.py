@@ -14,11 +14,12 @@ from pathlib import Path
 from assistant.index import Row
 from assistant.personal.features import TextFeatures
 from assistant.personal.model import Fit
-from assistant.personal.ranking import Explanation, PaperState, Ranking, rank
+from assistant.personal.ranking import Explanation, FeatureCache, PaperState, Ranking, rank
 from assistant.store import Store
 
 __all__ = [
     "Explanation",
+    "FeatureCache",
     "Fit",
     "PaperState",
     "Ranking",

@@ -25,7 +25,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from assistant.store import Store
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 REFIT_GROWTH = 1.25
 REFRESH_OVERLAP = 10.0  # seconds: a write is stamped a moment before it commits
 WORD_FEATURES = 20_000
@@ -54,6 +54,8 @@ class TextFeatures:
     fitted_on: int = 0
     stamp: float = 0.0
     position: dict[str, int] = field(default_factory=dict)
+    version: int = 0  # bumped whenever a row changes
+    digests: dict[str, bytes] = field(default_factory=dict)  # of each paper's text, to skip unchanged ones
 
     @property
     def built(self) -> bool:
@@ -87,6 +89,7 @@ class TextFeatures:
             features.tfidf = data["tfidf"]
             features.fitted_on = int(data["fitted_on"])
             features.stamp = float(data["stamp"])
+            features.digests = dict(data["digests"])
             if features.words.shape[0] != len(features.ids) or len(features.vectors) != len(features.ids):
                 raise ValueError("rows and ids differ")
         except Exception as exc:  # any unreadable cache is rebuilt from the store
@@ -114,6 +117,7 @@ class TextFeatures:
             "tfidf": self.tfidf,
             "fitted_on": self.fitted_on,
             "stamp": self.stamp,
+            "digests": self.digests,
         }
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         try:
@@ -127,7 +131,7 @@ class TextFeatures:
     # -- building and refreshing ----------------------------------------------------------
 
     def refresh(self, store: Store, on_progress: Callable[[int, int], None] | None = None) -> bool:
-        """Bring the features up to date with the store; True if anything changed."""
+        """Bring the features up to date with the store; True if any paper's row changed."""
         started = time.time()
         total = store.count()
         if not self.built or total > REFIT_GROWTH * max(self.fitted_on, 1):
@@ -138,8 +142,9 @@ class TextFeatures:
         self.stamp = started
         if not changed:
             return False
+        before = self.version
         self.update(store.texts(changed))
-        return True
+        return self.version != before
 
     def build(self, store: Store, on_progress: Callable[[int, int], None] | None = None) -> None:
         """Read every paper's text and vector and fit the vocabulary on the store."""
@@ -159,11 +164,17 @@ class TextFeatures:
         self.vectors = _matrix(vectors)
         self.fitted_on = len(ids)
         self.position = {pid: i for i, pid in enumerate(ids)}
+        self.digests = {pid: _digest(doc) for pid, doc in zip(ids, documents, strict=True)}
+        self.version += 1
 
     def update(self, texts: Sequence[tuple[str, str, list[float] | None]]) -> None:
         """Put in new papers and new versions of known ones (the vocabulary stays)."""
+        # A decision or a note stamps a paper too: only a new paper or a new text is read in.
+        texts = [t for t in texts if self.digests.get(t[0]) != _digest(t[1])]
         if not texts or self.tfidf is None:
             return
+        self.version += 1
+        self.digests.update((pid, _digest(doc)) for pid, doc, _ in texts)
         rows = self.tfidf.transform([doc for _, doc, _ in texts]).tocsr()
         vectors = _matrix([v for _, _, v in texts], width=self.vectors.shape[1] if len(self.ids) else 0)
         known = [i for i, (pid, _, _) in enumerate(texts) if pid in self.position]
@@ -202,6 +213,10 @@ class TextFeatures:
             words = (scatter @ picked).tocsr()
             vectors[known] = self.vectors[at[known]]
         return words, vectors
+
+
+def _digest(document: str) -> bytes:
+    return hashlib.blake2b(document.encode("utf-8"), digest_size=8).digest()
 
 
 def _matrix(vectors: Sequence[list[float] | None], width: int = 0) -> np.ndarray:

@@ -222,6 +222,11 @@ class Model:
 
 
 def _stats(values: np.ndarray) -> tuple[float, float]:
+    """(mean, standard deviation) for z-scores; (0, 1) when there is nothing to scale."""
+    if values.size == 0 or not np.isfinite(values).all():
+        values = values[np.isfinite(values)] if values.size else values
+        if values.size == 0:
+            return 0.0, 1.0
     std = float(values.std())
     return float(values.mean()), std if std > 1e-9 else 1.0
 

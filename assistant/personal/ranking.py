@@ -9,6 +9,7 @@ the queue index's rows (`assistant.index.Row`), which every command and the revi
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ import numpy as np
 
 from assistant.models import Status
 from assistant.personal.features import TextFeatures
-from assistant.personal.model import MODEL_FLOOR, Fit, Labels, blend, features, fit, scores
+from assistant.personal.model import MODEL_FLOOR, Features, Fit, Labels, blend, features, fit, scores
 
 NEAREST = 3
 
@@ -222,11 +223,31 @@ def topic_names(rows: Sequence[PaperState], agenda_topics: Sequence[str] = ()) -
     return sorted({name for r in rows if r.topics for name in r.topics})
 
 
+@dataclass
+class FeatureCache:
+    """The model's feature matrix from the last ranking: decisions do not change it, so a
+    retrain after a decision reuses it (building it is most of a retrain's cost)."""
+
+    key: tuple[int, int, int, bytes] | None = None
+    X: Features | None = None
+    vectors: np.ndarray | None = None
+
+    def get(self, texts: TextFeatures, ids: list[str], topics: np.ndarray) -> tuple[Features, np.ndarray]:
+        digest = hashlib.blake2b(topics.tobytes(), digest_size=16)
+        digest.update("\x1f".join(ids).encode("utf-8"))
+        key = (id(texts), texts.version, len(ids), digest.digest())
+        if key != self.key or self.X is None or self.vectors is None:
+            words, vectors = texts.rows(ids)
+            self.X, self.vectors, self.key = features(words, vectors, topics), vectors, key
+        return self.X, self.vectors
+
+
 def rank(
     texts: TextFeatures,
     rows: Sequence[PaperState],
     agenda_topics: Sequence[str] = (),
     previous: Fit | None = None,
+    cache: FeatureCache | None = None,
 ) -> Ranking:
     """Train on the decisions among `rows` and rank the assessed ones."""
     ids = [r.id for r in rows]
@@ -238,8 +259,7 @@ def rank(
     topics = np.array(
         [[float((r.topics or {}).get(name, 0)) for name in names] for r in rows], dtype=np.float64
     ).reshape(len(rows), len(names))
-    words, vectors = texts.rows(ids)
-    X = features(words, vectors, topics)
+    X, vectors = (cache or FeatureCache()).get(texts, ids, topics)
     labels = Labels.from_decisions(
         [r.status for r in rows], [r.starred for r in rows], [r.seed for r in rows]
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from textual import events, on, work
+from threadpoolctl import threadpool_limits
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -24,7 +25,7 @@ from assistant.errors import TriageError
 from assistant.index import PERSONAL_SORTS, QueueIndex, Row, Sort, sort_key
 from assistant.lists import ReadingLists
 from assistant.models import Decision, Status, StoredPaper, now_utc
-from assistant.personal import Ranking, TextFeatures, load_features, rank
+from assistant.personal import FeatureCache, Ranking, TextFeatures, load_features, rank
 from assistant.selection import Selection
 from assistant.store import Store
 from assistant.triage.assess import assess_papers, is_stale
@@ -165,6 +166,7 @@ class ReviewApp(App[None]):
         self._retrain_timer: Any = None
         self._retrain_pending = False
         self._texts_lock = threading.Lock()
+        self._features = FeatureCache()
 
     # -- layout ---------------------------------------------------------------------
 
@@ -182,6 +184,9 @@ class ReviewApp(App[None]):
         return self.query_one("#queue", QueueTable)
 
     def on_mount(self) -> None:
+        # The UI's matrix work is small (a paper's nearest decisions): one BLAS thread, so no
+        # pool of threads spins beside the keypresses.
+        self._blas_limit = threadpool_limits(limits=1, user_api="blas")
         self.fit(self.size.width)  # the columns, and the queue if the index is cached
         if self.index.built:
             settle_heap()
@@ -422,8 +427,10 @@ class ReviewApp(App[None]):
         version = self.index.version
         rows = list(self.index.rows.values())
         topics = [t.name for t in self.agenda.topics] if self.agenda else []
-        ranking = rank(self.texts, rows, topics, self.ranking.fit if self.ranking else None)
-        orders = {sort: [r.id for r in sorted(rows, key=sort_key(sort, ranking))] for sort in PERSONAL_SORTS}
+        ranking = rank(self.texts, rows, topics, self.ranking.fit if self.ranking else None, self._features)
+        # Only the order on screen is sorted here; the others when they are asked for.
+        wanted = [self.sort] if self.sort in PERSONAL_SORTS else []
+        orders = {sort: [r.id for r in sorted(rows, key=sort_key(sort, ranking))] for sort in wanted}
         if not worker.is_cancelled:
             self.call_from_thread(self._ranked, ranking, orders, version, notes)
 
