@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from textual import events, on, work
-from threadpoolctl import threadpool_limits
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
+from threadpoolctl import threadpool_limits
 
 from assistant.agenda import Agenda, load_agenda
 from assistant.config import Settings
