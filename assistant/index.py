@@ -17,7 +17,7 @@ import os
 import pickle
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -164,17 +164,34 @@ class QueueIndex:
     _histogram: list[int] | None = None
     ranking: Ranked | None = None
     version: int = 0  # bumped by every change to the rows
+    _changes: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=5000))
 
     def _sort_key(self, sort: Sort) -> Callable[[Row], Any]:
         return sort_key(sort, self.ranking)
 
-    def set_ranking(self, ranking: Ranked | None, orders: dict[Sort, list[str]] | None = None) -> None:
-        """Use a new personal ranking; `orders` are its sort orders if already computed (on
-        the rows as they are now), else they are computed when next needed."""
+    def set_ranking(
+        self, ranking: Ranked | None, orders: dict[Sort, list[str]] | None = None, version: int | None = None
+    ) -> None:
+        """Use a new personal ranking. `orders` are its sort orders if already computed, on the
+        rows as they were at `version`: rows changed since are moved to their places; the
+        other orders are computed when next needed."""
         self.ranking = ranking
         for sort in PERSONAL_SORTS:
             self._orders.pop(sort, None)
-        self._orders.update(orders or {})
+        if not orders:
+            return
+        since = self.version if version is None else version
+        if since < self.version and (not self._changes or self._changes[0][0] > since + 1):
+            return  # too much changed to tell what: computed again when needed
+        moved = {pid for v, pid in self._changes if v > since}
+        for sort, order in orders.items():
+            key = self._sort_key(sort)
+            for pid in moved:
+                if pid in self.rows:
+                    if pid in order:
+                        order.remove(pid)
+                    bisect.insort(order, pid, key=lambda p: key(self.rows[p]))
+            self._orders[sort] = order
 
     # -- building and refreshing -------------------------------------------------------
 
@@ -210,6 +227,7 @@ class QueueIndex:
         self._orders.clear()
         self._counts = self._histogram = None
         self.version += 1
+        self._changes.clear()
         self.stamp = started
         if on_progress:
             on_progress(len(rows), total)
@@ -228,6 +246,7 @@ class QueueIndex:
             if old == row:
                 continue
             self.version += 1
+            self._changes.append((self.version, row.id))
             if self._counts is not None:
                 if old is not None:
                     self._counts[old.status] -= 1

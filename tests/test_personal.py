@@ -246,3 +246,29 @@ def test_rank_without_vectors_or_words_still_ranks(demo: Path) -> None:
     assessed = [r for r in rows if r.relevance is not None]
     best = max(assessed, key=lambda r: r.relevance or 0)
     assert ranking.score(best.id) == pytest.approx(best.relevance, abs=0.01)
+
+
+def test_precomputed_orders_match_the_queue_and_follow_rows_changed_meanwhile(demo: Path) -> None:
+    """The UI sorts the queue in the retrain's thread (numpy) and swaps the order in; rows that
+    changed while it trained move to their places, as if sorted afresh."""
+    from dataclasses import replace
+
+    from assistant.index import QueueIndex, Sort, sort_key
+
+    decide_like_a_knowledge_researcher(30)
+    store = open_store()
+    index = QueueIndex(location="test")
+    index.build(store)
+    texts, _ = load_features(store)
+    rows = list(index.rows.values())
+    ranking = rank(texts, rows)
+    order = ranking.relevance_order([r.day for r in rows])
+    assert order == [r.id for r in sorted(rows, key=sort_key(Sort.RELEVANCE, ranking))]
+    version = index.version
+    # Meanwhile a refresh brings a paper the ranking has not seen, assessed high: it goes to
+    # its place in the swapped-in order, as a fresh sort would put it.
+    newcomer = replace(index.rows[order[-1]], id="arxiv:2611.00001", relevance=9.99)
+    index.apply([newcomer])
+    index.set_ranking(ranking, {Sort.RELEVANCE: list(order)}, version)
+    fresh = [r.id for r in sorted(index.rows.values(), key=sort_key(Sort.RELEVANCE, ranking))]
+    assert index.order(Sort.RELEVANCE) == fresh and fresh.index(newcomer.id) < 10

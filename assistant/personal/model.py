@@ -56,6 +56,9 @@ REUSE_FROM = 200
 REUSE_GROWTH = 1.1
 
 
+STATUS_CODE = {Status.NEW: 0, Status.ACCEPTED: 1, Status.REJECTED: 2, Status.MAYBE: 3}
+
+
 @dataclass(frozen=True)
 class Labels:
     """Per paper: 1 positive, 0 negative, -1 undecided; and the weight of the label."""
@@ -70,17 +73,15 @@ class Labels:
     def from_decisions(
         cls, statuses: Sequence[Status], starred: Sequence[bool], seeded: Sequence[bool] | None = None
     ) -> Labels:
+        status = np.array([STATUS_CODE[st] for st in statuses], dtype=np.int8)
+        star = np.asarray(starred, dtype=bool)
         y = np.full(len(statuses), -1, dtype=np.int8)
         w = np.zeros(len(statuses), dtype=np.float64)
-        for i, (status, star) in enumerate(zip(statuses, starred, strict=True)):
-            if status is Status.REJECTED:
-                y[i], w[i] = 0, 1.0
-            elif star:
-                y[i], w[i] = 1, STAR_WEIGHT
-            elif status is Status.ACCEPTED:
-                y[i], w[i] = 1, 1.0
-            elif status is Status.MAYBE:
-                y[i], w[i] = 1, MAYBE_WEIGHT
+        y[status == 1], w[status == 1] = 1, 1.0  # accepted
+        y[status == 3], w[status == 3] = 1, MAYBE_WEIGHT
+        starred_kept = star & (status != 2)
+        y[starred_kept], w[starred_kept] = 1, STAR_WEIGHT
+        y[status == 2], w[status == 2] = 0, 1.0  # rejected, starred or not
         seed = np.zeros(len(statuses), dtype=bool) if seeded is None else np.asarray(seeded, dtype=bool)
         return cls(y, w, seed & (y >= 0))
 
@@ -316,13 +317,14 @@ def fit(
     previous: Fit | None = None,
     topics: np.ndarray | None = None,
     assessed: np.ndarray | None = None,
+    order: np.ndarray | None = None,
 ) -> Fit:
     """Train the model on every decision and choose its weight in the blend by cross-validation.
 
     With `topics` (the engine's topic scores), the engine's side of the blend may also be
     calibrated to the decisions: a logistic map of its scores, taken when it ranks held-out
     decisions better than the raw relevance. `assessed` marks the papers the engine has
-    scored (all by default). With many decisions the weight hardly moves from one decision
+    scored (all by default); `order` is `stable_order(ids)` when already known. With many decisions the weight hardly moves from one decision
     to the next: a previous fit's choice is kept until the decisions have grown by a tenth
     (the model itself is always retrained)."""
     result = Fit(
@@ -338,7 +340,7 @@ def fit(
         )
         return result
     assessed = np.ones(len(engine), dtype=bool) if assessed is None else assessed
-    background = _background(labels, stable_order(ids))
+    background = _background(labels, stable_order(ids) if order is None else order)
     decided = np.flatnonzero(labels.y >= 0)
     warm = previous.model.classifier if previous is not None and previous.model is not None else None
     result.model = _train(X, labels, decided, background, warm)

@@ -19,7 +19,17 @@ import numpy as np
 
 from assistant.models import Status
 from assistant.personal.features import TextFeatures
-from assistant.personal.model import MODEL_FLOOR, Features, Fit, Labels, blend, features, fit, scores
+from assistant.personal.model import (
+    MODEL_FLOOR,
+    Features,
+    Fit,
+    Labels,
+    blend,
+    features,
+    fit,
+    scores,
+    stable_order,
+)
 
 NEAREST = 3
 
@@ -109,8 +119,11 @@ class Ranking:
     def __post_init__(self) -> None:
         self.position = {pid: i for i, pid in enumerate(self.ids)}
         assessed = np.isfinite(self.blended)
+        self._assessed = int(assessed.sum())
         self._places = _places(self.blended, assessed)
         self._engine_places = _places(np.where(assessed, self.engine, -np.inf), assessed)
+        self._accepted = np.flatnonzero((self.labels.y == 1) & (self.labels.weight >= 1.0))
+        self._rejected = np.flatnonzero(self.labels.y == 0)
 
     @property
     def personal(self) -> bool:
@@ -133,6 +146,16 @@ class Ranking:
             return -math.inf
         mean, std = self.fit.engine_stats
         return (relevance - mean) / std
+
+    def relevance_order(self, days: Sequence[int | None]) -> list[str]:
+        """Every paper's id in the queue's relevance order: blended score, then the newer
+        paper, then the id (`days` in the ranking's paper order)."""
+        ids = np.asarray(self.ids)
+        by_id = np.empty(len(ids), dtype=np.int64)
+        by_id[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+        day = np.array([d or 0 for d in days], dtype=np.float64)
+        order = np.lexsort((by_id, -day, -self.blended))
+        return [self.ids[i] for i in order]
 
     def priority(self, pid: str) -> float:
         """How early a paper should be assessed: its place in the blend, or for a paper not
@@ -179,30 +202,30 @@ class Ranking:
         i = self.position.get(pid)
         if i is None or not math.isfinite(self.blended[i]):
             return None
-        decided = np.flatnonzero((self.labels.y >= 0) & (np.arange(len(self.ids)) != i))
-        similar = self.vectors[decided] @ self.vectors[i] if len(decided) and self.vectors.size else []
-        neighbours = sorted(zip(similar, decided, strict=True), key=lambda t: -t[0])
-        accepted = [
-            Neighbour(self.titles[j], self.ids[j], float(s), "accepted")
-            for s, j in neighbours
-            if self.labels.y[j] == 1 and self.labels.weight[j] >= 1.0
-        ][:NEAREST]
-        rejected = [
-            Neighbour(self.titles[j], self.ids[j], float(s), "rejected")
-            for s, j in neighbours
-            if self.labels.y[j] == 0
-        ][:NEAREST]
         return Explanation(
             engine_place=int(self._engine_places[i]),
             place=int(self._places[i]),
-            of=int(np.isfinite(self.blended).sum()),
+            of=int(self._assessed),
             engine_score=float(self.engine[i]),
             score=float(self.shown[i]),
             chance=float(self.chance[i]) if self.chance is not None else None,
-            accepted=accepted,
-            rejected=rejected,
+            accepted=self._nearest(i, self._accepted, "accepted"),
+            rejected=self._nearest(i, self._rejected, "rejected"),
             note=self.fit.note,
         )
+
+    def _nearest(self, i: int, group: np.ndarray, decision: str) -> list[Neighbour]:
+        """The papers of `group` (accepted, or rejected) nearest in meaning to paper i."""
+        group = group[group != i]
+        if not len(group) or not self.vectors.size or not self.vectors[i].any():
+            return []
+        similar = self.vectors[group] @ self.vectors[i]
+        k = min(NEAREST, len(group))
+        best = np.argpartition(-similar, k - 1)[:k]
+        best = best[np.argsort(-similar[best], kind="stable")]
+        return [
+            Neighbour(self.titles[group[j]], self.ids[group[j]], float(similar[j]), decision) for j in best
+        ]
 
 
 def _places_word(n: int) -> str:
@@ -231,6 +254,7 @@ class FeatureCache:
     key: tuple[int, int, int, bytes] | None = None
     X: Features | None = None
     vectors: np.ndarray | None = None
+    order: np.ndarray | None = None  # stable_order of the ids
 
     def get(self, texts: TextFeatures, ids: list[str], topics: np.ndarray) -> tuple[Features, np.ndarray]:
         digest = hashlib.blake2b(topics.tobytes(), digest_size=16)
@@ -239,6 +263,7 @@ class FeatureCache:
         if key != self.key or self.X is None or self.vectors is None:
             words, vectors = texts.rows(ids)
             self.X, self.vectors, self.key = features(words, vectors, topics), vectors, key
+            self.order = stable_order(ids)
         return self.X, self.vectors
 
 
@@ -259,11 +284,12 @@ def rank(
     topics = np.array(
         [[float((r.topics or {}).get(name, 0)) for name in names] for r in rows], dtype=np.float64
     ).reshape(len(rows), len(names))
-    X, vectors = (cache or FeatureCache()).get(texts, ids, topics)
+    cache = cache or FeatureCache()
+    X, vectors = cache.get(texts, ids, topics)
     labels = Labels.from_decisions(
         [r.status for r in rows], [r.starred for r in rows], [r.seed for r in rows]
     )
-    result = fit(X, filled, labels, ids, previous, topics, assessed)
+    result = fit(X, filled, labels, ids, previous, topics, assessed, cache.order)
     model = scores(result, X)
     blended = np.where(assessed, blend(result, filled, model, topics), -np.inf)
     uncertainty = None

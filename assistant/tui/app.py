@@ -429,8 +429,11 @@ class ReviewApp(App[None]):
         topics = [t.name for t in self.agenda.topics] if self.agenda else []
         ranking = rank(self.texts, rows, topics, self.ranking.fit if self.ranking else None, self._features)
         # Only the order on screen is sorted here; the others when they are asked for.
-        wanted = [self.sort] if self.sort in PERSONAL_SORTS else []
-        orders = {sort: [r.id for r in sorted(rows, key=sort_key(sort, ranking))] for sort in wanted}
+        orders: dict[Sort, list[str]] = {}
+        if self.sort is Sort.RELEVANCE:
+            orders[Sort.RELEVANCE] = ranking.relevance_order([r.day for r in rows])
+        elif self.sort in PERSONAL_SORTS:
+            orders[self.sort] = [r.id for r in sorted(rows, key=sort_key(self.sort, ranking))]
         if not worker.is_cancelled:
             self.call_from_thread(self._ranked, ranking, orders, version, notes)
 
@@ -442,7 +445,8 @@ class ReviewApp(App[None]):
         before = self.ranking
         self.ranking = ranking
         self.table.score_of = ranking.score if ranking.personal else None
-        self.index.set_ranking(ranking, orders if version == self.index.version else None)
+        # Rows that changed while it trained (a refresh, a decision) move to their places.
+        self.index.set_ranking(ranking, orders, version)
         for note in notes:
             self.notify(note, timeout=6)
         if ranking.personal or (before is not None and before.personal):
