@@ -324,9 +324,9 @@ def fit(
     With `topics` (the engine's topic scores), the engine's side of the blend may also be
     calibrated to the decisions: a logistic map of its scores, taken when it ranks held-out
     decisions better than the raw relevance. `assessed` marks the papers the engine has
-    scored (all by default); `order` is `stable_order(ids)` when already known. With many decisions the weight hardly moves from one decision
-    to the next: a previous fit's choice is kept until the decisions have grown by a tenth
-    (the model itself is always retrained)."""
+    scored (all by default); `order` is `stable_order(ids)` when already known. With many
+    decisions the weight hardly moves from one decision to the next: a previous fit's choice
+    is kept until the decisions have grown by a tenth (the model itself is always retrained)."""
     result = Fit(
         positives=labels.positives,
         negatives=labels.negatives,
