@@ -11,11 +11,8 @@ papers written since the last one, whichever process wrote them.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
-import os
 import pickle
-import tempfile
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -24,8 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-import platformdirs
-
+from assistant.cache import cache_file, write_pickle
 from assistant.models import Paper, Status
 from assistant.selection import Selection
 from assistant.store import Store
@@ -268,27 +264,17 @@ class QueueIndex:
             self.rows[row.id] = row
 
     def cache_path(self, cache_dir: Path | None = None) -> Path:
-        base = cache_dir or Path(platformdirs.user_cache_dir("triage"))
-        return base / "queue" / f"{hashlib.sha256(self.location.encode()).hexdigest()[:16]}.pickle"
+        return cache_file("queue", self.location, cache_dir)
 
     def save(self, cache_dir: Path | None = None) -> None:
         """Write the cache atomically (a half-written cache is never read)."""
-        path = self.cache_path(cache_dir)
-        path.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "version": CACHE_VERSION,
             "location": self.location,
             "stamp": self.stamp,
             "rows": [astuple_row(r) for r in self.rows.values()],
         }
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_pickle(self.cache_path(cache_dir), payload)
 
     # -- reading ------------------------------------------------------------------------
 

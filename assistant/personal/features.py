@@ -10,19 +10,17 @@ index, the cache is derived state: deleting it costs one rebuild.
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import platformdirs
 from scipy import sparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 
+from assistant.cache import cache_file, write_pickle
 from assistant.store import Store
 
 CACHE_VERSION = 2
@@ -101,13 +99,10 @@ class TextFeatures:
         return features, None
 
     def cache_path(self, cache_dir: Path | None = None) -> Path:
-        base = cache_dir or Path(platformdirs.user_cache_dir("triage"))
-        return base / "personal" / f"{hashlib.sha256(self.location.encode()).hexdigest()[:16]}.pickle"
+        return cache_file("personal", self.location, cache_dir)
 
     def save(self, cache_dir: Path | None = None) -> None:
         """Write the cache atomically."""
-        path = self.cache_path(cache_dir)
-        path.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "version": CACHE_VERSION,
             "location": self.location,
@@ -119,14 +114,7 @@ class TextFeatures:
             "stamp": self.stamp,
             "digests": self.digests,
         }
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_pickle(self.cache_path(cache_dir), payload)
 
     # -- building and refreshing ----------------------------------------------------------
 
