@@ -13,6 +13,7 @@ from rich.table import Table
 
 from assistant.cli import _progress, app, console, err_console, state, user_errors
 from assistant.index import Row
+from assistant.models import Status
 from assistant.personal import load_features
 from assistant.personal.evaluate import EvalReport, Metrics, evaluate
 from assistant.personal.suggest import LOW_SCORE, suggest
@@ -128,6 +129,9 @@ def suggest_agenda(
     for note in notes:
         err_console.print(f"[dim]note: {escape(note)}[/dim]")
     found, uncovered = suggest(texts, rows, max_score, min_papers)
+    if not any(r.status is Status.ACCEPTED or r.starred for r in rows):
+        console.print("No accepted papers yet: suggestions come from papers you accept that no topic covers.")
+        return
     if not found:
         console.print(
             f"{uncovered} accepted papers score {max_score} or less on every topic"
