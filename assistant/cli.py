@@ -215,6 +215,9 @@ def run_ingest(paths: list[Path], fmt: str | None) -> list[FileReport]:
     return reports
 
 
+NOTES_SHOWN = 10
+
+
 def print_ingest(reports: list[FileReport]) -> None:
     console.print(ingest_table(reports))
     for report in reports:
@@ -222,6 +225,11 @@ def print_ingest(reports: list[FileReport]) -> None:
             err_console.print(f"[red]error:[/red] {escape(str(report.error))}")
         for problem in report.skipped:
             err_console.print(f"[yellow]skipped:[/yellow] {escape(str(problem))}")
+        for note in report.notes[:NOTES_SHOWN]:
+            err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
+        if len(report.notes) > NOTES_SHOWN:
+            more = len(report.notes) - NOTES_SHOWN
+            err_console.print(f"[yellow]note:[/yellow] and {more} more fields cut to size")
 
 
 @app.command()

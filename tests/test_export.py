@@ -550,3 +550,27 @@ def test_output_file_is_replaced_atomically(tmp_path: Path, env: dict[str, str])
     empty = run(env, "export", "-o", str(tmp_path / "none.json"), "--tag", "no-such-tag")
     assert empty.exit_code == 0 and "No papers match" in empty.stderr
     assert json.loads((tmp_path / "none.json").read_text()) == []
+
+
+def test_markdown_keeps_urls_in_titles_and_notes_as_text_under_github_markdown(
+    env: dict[str, str], embedded_settings: Settings
+) -> None:
+    """GitHub-flavoured Markdown links bare URLs and www. names: a title or note quoting one
+    must still print as text, and the only links are the papers' own."""
+    import cmarkgfm
+
+    store = Store.open(embedded_settings)
+    paper = Paper.create(
+        title="Phishing at https://evil.example/login and www.evil.example, 10:30 ftp://x.example",
+        arxiv_id="2402.00002",
+        sources=["test"],
+    )
+    store.upsert_papers([paper])
+    store.set_decision(paper.id, Decision(status=Status.ACCEPTED, note="mirror: http://evil.example/x"))
+    html = cmarkgfm.github_flavored_markdown_to_html(export(env, "-f", "md", "--status", "accepted"))
+    page = Page()
+    page.feed(html)
+    assert "evil" not in " ".join(page.hrefs())
+    text = "".join(page.text)
+    assert paper.title in text and "mirror: http://evil.example/x" in text
+    assert "https://arxiv.org/abs/2402.00002" in page.hrefs()

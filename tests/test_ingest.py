@@ -118,3 +118,54 @@ def test_ingest_files_reports_per_file_and_skips_bad_files(
     assert reports[1].error is not None and "file not found" in str(reports[1].error)
     assert (reports[2].new, reports[2].unchanged) == (0, 5)
     assert store.count() == 5
+
+
+def test_crafted_json_is_a_located_error_and_the_rest_imports(
+    tmp_path: Path, embedded_settings: Settings
+) -> None:
+    """Nesting deeper than the parser's recursion and a number past Python's integer-string
+    limit used to raise out of the import: the rest of the file and later files were lost."""
+    deep = "[" * 5000 + "]" * 5000
+    lines = [
+        json.dumps({"title": "First fine paper"}),
+        deep,
+        '{"title": "A year of 5000 digits", "year": ' + "9" * 5000 + "}",
+        '{"title": "Nested", "authors": ' + deep + "}",
+        json.dumps({"title": "Second fine paper"}),
+    ]
+    jsonl = write_lines(tmp_path / "crafted.jsonl", lines)
+    whole = tmp_path / "deep.json"
+    whole.write_text(deep, encoding="utf-8")
+    array = tmp_path / "array.json"
+    array.write_text('[{"title": "Big", "year": ' + "1" * 5000 + '}, {"title": "Third fine paper"}]')
+    later = write_lines(tmp_path / "later.jsonl", [json.dumps({"title": "Fourth fine paper"})])
+    store = Store.open(embedded_settings)
+    reports = ingest_files(store, [jsonl, whole, array, later])
+    assert [r.new for r in reports] == [2, 0, 1, 1]
+    assert [(e.line, e.message) for e in reports[0].skipped] == [
+        (2, "invalid JSON: nested too deeply"),
+        (3, "'year' must be a year, got a number of 5000 digits"),
+        (4, "invalid JSON: nested too deeply"),
+    ]
+    assert reports[1].error is not None and "nested too deeply" in str(reports[1].error)
+    assert reports[2].skipped[0].record == 1 and "5000 digits" in reports[2].skipped[0].message
+    assert store.count() == 4
+
+
+def test_oversized_fields_are_cut_with_a_note(tmp_path: Path, embedded_settings: Settings) -> None:
+    record = {
+        "title": "A paper whose abstract is a whole book",
+        "abstract": "word " * 2_000_000,
+        "authors": [f"Author {i}" for i in range(6000)],
+        "blob": "x" * 200_000,
+    }
+    path = write_lines(tmp_path / "big.jsonl", [json.dumps(record), json.dumps({"title": "Small"})])
+    store = Store.open(embedded_settings)
+    (report,) = ingest_files(store, [path])
+    assert report.new == 2 and not report.skipped
+    assert len(report.notes) == 3
+    assert "abstract cut from 9,999,999 to 20,000 characters" in report.notes[0]
+    stored = store.get(report.ids[0])
+    assert stored is not None
+    assert len(stored.paper.abstract) <= 20_000 and len(stored.paper.authors) == 5000
+    assert "blob" not in stored.paper.extra

@@ -1,7 +1,8 @@
 """Markdown reading lists for humans: papers grouped by agenda topic, each with its link, summary,
 why it matters (the topic's reason), the researcher's note and tags.
 
-Paper text is escaped so that a title cannot become a link, an image, HTML or a heading.
+Paper text is escaped so that a title cannot become a link, an image, HTML or a heading, under
+CommonMark and under GitHub's extensions (a bare `https://...` or `www.` is a link there).
 """
 
 from __future__ import annotations
@@ -24,11 +25,16 @@ from assistant.export.common import (
 from assistant.models import StoredPaper, TopicScore
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~&$#!])")
+_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|mailto|xmpp)(:)|\b(www)(\.)")
 
 
 def md(text: str) -> str:
-    """Inline Markdown that shows `text` literally (one line, punctuation backslash-escaped)."""
-    return _SPECIAL.sub(r"\\\1", one_line(text))
+    """Inline Markdown that shows `text` literally (one line, punctuation backslash-escaped).
+
+    The colon after a URL scheme and the dot of `www.` are escaped too: GitHub-flavoured
+    Markdown turns bare URLs (`https://`, `ftp://`, `mailto:`) and `www.` names into links."""
+    escaped = _SPECIAL.sub(r"\\\1", one_line(text))
+    return _AUTOLINK.sub(lambda m: f"{m.group(1) or m.group(3)}\\{m.group(2) or m.group(4)}", escaped)
 
 
 def code(text: str) -> str:

@@ -14,6 +14,7 @@ from assistant.ingest.bibtex import parse_bibtex
 from assistant.ingest.csvfile import parse_csv
 from assistant.ingest.dedupe import resolve
 from assistant.ingest.jsonfile import parse_json, parse_jsonl
+from assistant.ingest.limits import cap_fields
 from assistant.ingest.listing import looks_like_listing, parse_listing
 from assistant.ingest.restore import RestoreResult, apply_restored
 from assistant.ingest.ris import looks_like_ris, parse_ris
@@ -61,6 +62,7 @@ class FileReport:
     seconds: float = 0.0
     error: InputError | None = None
     restored: int = 0  # papers whose decision or assessment a full JSONL record restored
+    notes: list[str] = field(default_factory=list)  # records stored with a field cut to size
     ids: list[str] = field(default_factory=list)  # the stored papers its records went to
 
     @property
@@ -137,6 +139,12 @@ def ingest_files(
             report.error = exc
             reports.append(report)
             continue
+        except (RecursionError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            # A parser tripped on something no check foresaw: this file fails, the rest import.
+            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+            report.error = InputError(f"could not be read ({reason})", path=path)
+            reports.append(report)
+            continue
         report.parsed = result.records
         report.skipped = result.errors
         if on_parsed:
@@ -160,7 +168,11 @@ def store_papers(
     """
     ids: dict[str, str] = {}
     for begin in range(0, len(papers), CHUNK):
-        given = papers[begin : begin + CHUNK]
+        given = []
+        for paper in papers[begin : begin + CHUNK]:
+            capped, notes = cap_fields(paper)
+            given.append(capped)
+            report.notes += [f"{report.path}: {capped.title[:60]!r}: {note}" for note in notes]
         chunk = resolve(store, given)
         ids.update((a.id, b.id) for a, b in zip(given, chunk, strict=True))
         report.ids.extend(p.id for p in chunk)

@@ -28,6 +28,30 @@ def _add(result: RestoreResult, record: Any, source: str) -> None:
         result.papers.append(record_to_paper(convert([record])[0], source))
 
 
+def _reason(exc: Exception) -> str:
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+
+
+def _int(digits: str) -> int | str:
+    """A JSON integer; one too long to be any field's value stays text (the record's check
+    then says which field is wrong) instead of failing the whole file."""
+    return int(digits) if len(digits) <= 40 else digits
+
+
+def _loads(text: str) -> Any:
+    """json.loads, with the failures it raises besides JSONDecodeError turned into one:
+    nesting too deep for the parser, a number too long to convert."""
+    try:
+        return json.loads(text, parse_int=_int)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        reason = "a number too long" if "digits" in str(exc) else str(exc).split("\n")[0]
+        raise json.JSONDecodeError(reason, text, 0) from None
+
+
 def parse_jsonl(path: Path, text: str) -> RestoreResult:
     result = RestoreResult()
     source = f"jsonl:{path.name}"
@@ -36,29 +60,27 @@ def parse_jsonl(path: Path, text: str) -> RestoreResult:
             continue
         result.records += 1
         try:
-            record = json.loads(line)
+            record = _loads(line)
         except json.JSONDecodeError as exc:
-            result.errors.append(
-                InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=lineno)
-            )
+            where = f" (column {exc.colno})" if exc.pos else ""
+            result.errors.append(InputError(f"invalid JSON: {exc.msg}{where}", path=path, line=lineno))
             continue
         try:
             _add(result, record, source)
-        except RecordError as exc:
-            result.errors.append(InputError(str(exc), path=path, line=lineno))
+        except (RecordError, RecursionError) as exc:
+            result.errors.append(InputError(_reason(exc), path=path, line=lineno))
     return result
 
 
 def parse_json(path: Path, text: str) -> RestoreResult:
     try:
-        data: Any = json.loads(text)
+        data: Any = _loads(text)
     except json.JSONDecodeError as exc:
         lines = [ln for ln in text.splitlines() if ln.strip()]
         if len(lines) > 1 and all(ln.lstrip().startswith("{") for ln in lines[:2]):
             return parse_jsonl(path, text)  # JSON Lines saved as .json
-        raise InputError(
-            f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=exc.lineno
-        ) from None
+        where = f" (column {exc.colno})" if exc.pos else ""
+        raise InputError(f"invalid JSON: {exc.msg}{where}", path=path, line=exc.lineno) from None
     if isinstance(data, dict):
         key = next((k for k in _LIST_KEYS if isinstance(data.get(k), list)), None)
         data = data[key] if key else [data]
@@ -70,6 +92,6 @@ def parse_json(path: Path, text: str) -> RestoreResult:
         result.records += 1
         try:
             _add(result, record, source)
-        except RecordError as exc:
-            result.errors.append(InputError(str(exc), path=path, record=number))
+        except (RecordError, RecursionError) as exc:
+            result.errors.append(InputError(_reason(exc), path=path, record=number))
     return result

@@ -84,6 +84,8 @@ def _year(value: Any) -> int | None:
         return None
     if isinstance(value, bool):
         raise RecordError("'year' must be a number")
+    if len(str(value)) > 40:  # also beyond what int() converts
+        raise RecordError(f"'year' must be a year, got a number of {len(str(value).strip())} digits")
     try:
         year = int(str(value).strip())
     except ValueError:
