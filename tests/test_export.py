@@ -574,3 +574,42 @@ def test_markdown_keeps_urls_in_titles_and_notes_as_text_under_github_markdown(
     text = "".join(page.text)
     assert paper.title in text and "mirror: http://evil.example/x" in text
     assert "https://arxiv.org/abs/2402.00002" in page.hrefs()
+
+
+def test_output_to_a_fifo_device_or_symlink_writes_through(tmp_path: Path, env: dict[str, str]) -> None:
+    """`-o` used to rename a temporary file over whatever the path named: a FIFO, a device node
+    or a symlink became a regular file."""
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    assert run(env, "export", "-f", "ris", "-o", str(fifo)).exit_code == 0
+    reader.join(10)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and b"TY  - " in got[0]
+
+    real = tmp_path / "lists" / "real.bib"
+    real.parent.mkdir()
+    real.write_text("old", encoding="utf-8")
+    os.chmod(real, 0o640)
+    link = tmp_path / "link.bib"
+    link.symlink_to(real)
+    assert run(env, "export", "-f", "bib", "-o", str(link)).exit_code == 0
+    assert link.is_symlink() and "@" in real.read_text(encoding="utf-8")
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert [p.name for p in real.parent.iterdir()] == ["real.bib"]  # no temporary file left
+
+    try:
+        os.mknod(tmp_path / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        os.mknod(tmp_path / "full", 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+    except PermissionError:
+        return  # device nodes need root
+    assert run(env, "export", "-f", "html", "-o", str(tmp_path / "null")).exit_code == 0
+    assert stat.S_ISCHR(os.lstat(tmp_path / "null").st_mode)
+    result = run(env, "export", "-f", "html", "-o", str(tmp_path / "full"))
+    assert result.exit_code == 1 and "No space left on device" in result.stderr
+    assert stat.S_ISCHR(os.lstat(tmp_path / "full").st_mode)

@@ -6,6 +6,7 @@ Each format is a module with `write(items, context) -> str`; `render` picks one 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -83,15 +84,30 @@ def render(fmt: ExportFormat | str, items: Sequence[StoredPaper], context: Expor
 
 
 def write_file(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically: a temporary file beside it, then a rename."""
+    """Write `text` to `path`.
+
+    A regular file (or a new one) is written atomically: a temporary file beside it, then a
+    rename, so a reader never sees half an export. A symlink is followed, and the file it
+    points to is the one replaced. Anything else (a terminal, a pipe or FIFO, a device such
+    as the null device) is written through, never replaced by a regular file."""
     path = path.expanduser()
-    parent = path.parent
+    try:
+        mode = path.stat().st_mode  # follows symlinks
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise TriageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise TriageError(f"cannot write {path}: it is a directory")
+    if mode is not None and not stat.S_ISREG(mode):
+        _write_through(path, text)
+        return
+    target = Path(os.path.realpath(path))
+    parent = target.parent
     if not parent.is_dir():
         raise TriageError(f"cannot write {path}: the directory {parent} does not exist")
-    if path.is_dir():
-        raise TriageError(f"cannot write {path}: it is a directory")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     except OSError as exc:
         raise TriageError(f"cannot write {path}: {exc.strerror}") from None
     try:
@@ -99,10 +115,18 @@ def write_file(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
-        os.replace(tmp, path)
+        os.chmod(tmp, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
+        os.replace(tmp, target)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
+        raise TriageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _write_through(path: Path, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+    except OSError as exc:
         raise TriageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
