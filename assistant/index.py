@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from assistant.cache import cache_file, write_pickle
 from assistant.models import Paper, Status
 from assistant.selection import Selection
-from assistant.store import Store
+from assistant.store import Store, list_names
 
 CACHE_VERSION = 4
 # A refresh re-reads papers stamped this long before the previous refresh: a writer stamps a
@@ -108,7 +108,7 @@ class Row:
             status=Status(meta.get("status") or Status.NEW),
             starred=bool(meta.get("starred")),
             tags=tuple(dict.fromkeys([*user_tags, *(meta.get("tags") or [])])),
-            lists=tuple(meta.get("lists") or ()),
+            lists=tuple(list_names(meta)),
             sources=tuple(meta.get("sources") or ()),
             failed=bool(meta.get("failed")),
             touched=float(meta.get("touched") or 0.0),

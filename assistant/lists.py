@@ -1,22 +1,22 @@
 """Reading lists: named, described sets of papers.
 
-A list's name and description are store-wide values (in Chroma beside the papers); its
-membership lives in each paper's metadata, so a paper can be in many lists and deleting a
-list never deletes a paper.
+A list's name and description are one record per list (in Chroma beside the papers); its
+membership is a key of each member's metadata, so a paper can be in many lists and deleting a
+list never deletes a paper. No write rewrites what another list holds: two processes creating
+lists, or filing the same paper into two lists, at once lose nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, Field
 
 from assistant.errors import TriageError
 from assistant.models import now_utc
-from assistant.store import Store
+from assistant.store import Store, list_key
 
-LISTS_KEY = "reading-lists"
 MAX_NAME = 80
 
 
@@ -47,11 +47,11 @@ class ReadingLists:
         self.store = store
 
     def _load(self) -> dict[str, ReadingList]:
-        raw = self.store.get_value(LISTS_KEY) or {}
-        return {name: ReadingList.model_validate(value) for name, value in raw.items()}
+        stored = self.store.list_definitions()
+        return {name: ReadingList.model_validate(value) for name, value in stored.items()}
 
-    def _save(self, lists: dict[str, ReadingList]) -> None:
-        self.store.set_value(LISTS_KEY, {n: rl.model_dump(mode="json") for n, rl in sorted(lists.items())})
+    def _save(self, reading_list: ReadingList) -> None:
+        self.store.put_list_definition(reading_list.model_dump(mode="json"))
 
     def all(self) -> list[ReadingList]:
         """Every list, by name."""
@@ -78,19 +78,19 @@ class ReadingLists:
                 return lists[name]
             raise ListError(f"a reading list named {name!r} already exists")
         lists[name] = ReadingList(name=name, description=description.strip())
-        self._save(lists)
+        self._save(lists[name])
         return lists[name]
 
     def describe(self, name: str, description: str) -> ReadingList:
         lists = self._load()
         name = self.get(name).name
         lists[name] = lists[name].model_copy(update={"description": description.strip()})
-        self._save(lists)
+        self._save(lists[name])
         return lists[name]
 
     def members(self, name: str) -> list[str]:
         """Ids of the papers in a list."""
-        return list(self.store.iter_ids({"lists": {"$contains": name}}))
+        return list(self.store.iter_ids({list_key(name): True}))
 
     def counts(self) -> dict[str, int]:
         return {rl.name: len(self.members(rl.name)) for rl in self.all()}
@@ -98,12 +98,12 @@ class ReadingLists:
     def add(self, name: str, ids: Sequence[str]) -> int:
         """Put papers in a list; returns how many were not in it yet."""
         name = self.get(name).name
-        return self._change(ids, lambda current: [*current, name] if name not in current else current)
+        return self._change(ids, name, True)
 
     def remove(self, name: str, ids: Sequence[str]) -> int:
         """Take papers out of a list; returns how many were in it."""
         name = self.get(name).name
-        return self._change(ids, lambda current: [n for n in current if n != name])
+        return self._change(ids, name, False)
 
     def rename(self, old: str, new: str) -> ReadingList:
         new = check_name(new)
@@ -111,30 +111,33 @@ class ReadingLists:
         old = self.get(old).name
         if new in lists and new != old:
             raise ListError(f"a reading list named {new!r} already exists")
+        if new == old:
+            return lists[old]
         members = self.members(old)
-        lists[new] = lists.pop(old).model_copy(update={"name": new})
-        # Members first: if this stops half-way, the old name still finds what was not moved yet.
-        self._change(members, lambda current: list(dict.fromkeys(new if n == old else n for n in current)))
-        self._save(lists)
-        return lists[new]
+        renamed = lists[old].model_copy(update={"name": new})
+        # The new list first, then its members, then the old list goes: if this stops half-way,
+        # every paper is still in one of the two.
+        self._save(renamed)
+        self._change(members, new, True)
+        self._change(members, old, False)
+        self.store.delete_list_definition(old)
+        return renamed
 
     def delete(self, name: str) -> int:
         """Delete a list (never its papers); returns how many papers were in it."""
-        lists = self._load()
         name = self.get(name).name
-        removed = self._change(self.members(name), lambda current: [n for n in current if n != name])
-        del lists[name]
-        self._save(lists)
+        removed = self._change(self.members(name), name, False)
+        self.store.delete_list_definition(name)
         return removed
 
-    def _change(self, ids: Iterable[str], edit: Callable[[list[str]], list[str]]) -> int:
+    def _change(self, ids: Iterable[str], name: str, member: bool) -> int:
+        """Put papers in the list or take them out; returns how many changed."""
         wanted = list(dict.fromkeys(ids))
-        found = {item.paper.id: item.decision.lists for item in self.store.get_many(wanted)}
+        found = {item.paper.id: name in item.decision.lists for item in self.store.get_many(wanted)}
         missing = [i for i in wanted if i not in found]
         if missing:
             raise ListError(f"no paper with id {missing[0]!r} in the store")
-        changes = {pid: edit(current) for pid, current in found.items()}
-        changes = {pid: lists for pid, lists in changes.items() if lists != found[pid]}
+        changes = {pid: {name: member} for pid, was in found.items() if was != member}
         if changes:
             self.store.set_memberships(changes)
         return len(changes)

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from assistant.errors import TriageError
 from assistant.models import Status, StoredPaper
+from assistant.store import list_key
 
 Where = dict[str, Any]
 
@@ -96,7 +97,7 @@ class Selection:
         if self.starred:
             clauses.append({"starred": True})
         if self.list_name:
-            clauses.append({"lists": {"$contains": self.list_name}})
+            clauses.append({list_key(self.list_name): True})
         if self.source:
             clauses.append({"sources": {"$contains": self.source}})
         for tag in self.tags:

@@ -7,6 +7,7 @@ A second small collection holds what is not per paper (store-wide settings).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -86,13 +87,36 @@ def paper_metadata(paper: Paper) -> dict[str, Any]:
     return meta
 
 
+# A paper's membership of a reading list is a metadata key of its own, `list:<name>`: two
+# processes adding a paper to two lists at once write two keys, and neither loses the other's.
+# (Stores made before this kept one `lists` key, rewritten whole; Store.open converts them.)
+LIST_KEY_PREFIX = "list:"
+LEGACY_LISTS = "lists"
+# Reading-list definitions: one record each in the meta collection.
+LIST_RECORD = "reading-list"
+LEGACY_LIST_TABLE = "reading-lists"
+
+
+def list_key(name: str) -> str:
+    return LIST_KEY_PREFIX + name
+
+
+def list_names(meta: dict[str, Any]) -> list[str]:
+    """The reading lists a paper's metadata puts it in."""
+    names = [str(n) for n in meta.get(LEGACY_LISTS) or ()]
+    names += sorted(
+        (k[len(LIST_KEY_PREFIX) :] for k, v in meta.items() if k.startswith(LIST_KEY_PREFIX) and v),
+        key=str.casefold,
+    )
+    return list(dict.fromkeys(names))
+
+
 # Decision fields and the metadata keys that hold them.
 _DECISION_KEYS = {
     "status": "status",
     "starred": "starred",
     "note": "note",
     "tags": "user_tags",
-    "lists": "lists",
 }
 
 
@@ -103,7 +127,8 @@ def decision_metadata(decision: Decision) -> dict[str, Any]:
         "starred": decision.starred,
         "note": decision.note or None,
         "user_tags": _list_meta(decision.tags),
-        "lists": _list_meta(decision.lists),
+        # A whole decision adds its lists; only ReadingLists takes a paper out of one.
+        **{list_key(name): True for name in decision.lists},
         "decided_at": decision.decided_at.isoformat() if decision.decided_at else None,
         "seed": None,  # a decision made here is the researcher's own, not an import's
     }
@@ -156,7 +181,7 @@ def _stored_from(pid: str, document: str | None, meta: dict[str, Any] | None) ->
         starred=bool(meta.get("starred", False)),
         note=meta.get("note") or "",
         tags=list(meta.get("user_tags") or []),
-        lists=list(meta.get("lists") or []),
+        lists=list_names(meta),
         decided_at=datetime.fromisoformat(meta["decided_at"]) if meta.get("decided_at") else None,
     )
     assessment = Assessment.model_validate_json(meta["assessment"]) if meta.get("assessment") else None
@@ -218,7 +243,9 @@ class Store:
             if type(exc).__module__.split(".")[0] in ("httpx", "httpcore", "requests", "urllib3"):
                 raise StoreError(f"cannot reach the Chroma server at {location}: {exc}") from exc
             raise
-        return cls(client, collection, meta, location, ef)
+        store = cls(client, collection, meta, location, ef)
+        store._convert_lists()
+        return store
 
     @property
     def cache_key(self) -> str:
@@ -520,10 +547,63 @@ class Store:
         meta = {"status": status.value, "decided_at": when, "touched": stamp, "seed": True if seed else None}
         self._write({pid: dict(meta) for pid in ids})
 
-    def set_memberships(self, lists: dict[str, list[str]]) -> None:
-        """Set which reading lists each of these papers is in (only that field is written)."""
+    def set_memberships(self, changes: dict[str, dict[str, bool]]) -> None:
+        """Put papers in reading lists or take them out: {paper id: {list name: member?}}.
+        Only those lists' keys are written, so concurrent changes to other lists survive."""
         stamp = time.time()
-        self._write({pid: {"lists": _list_meta(names), "touched": stamp} for pid, names in lists.items()})
+        writes = {}
+        for pid, names in changes.items():
+            writes[pid] = {list_key(n): True if member else None for n, member in names.items()}
+            writes[pid]["touched"] = stamp
+        self._write(writes)
+
+    # -- reading-list definitions ---------------------------------------------------
+
+    def list_definitions(self) -> dict[str, dict[str, Any]]:
+        """Every reading list's stored definition, by name."""
+        res = self.meta.get(where={"kind": LIST_RECORD}, include=["documents"])
+        out = {}
+        for doc in res["documents"] or []:
+            value = json.loads(doc) if doc else None
+            if isinstance(value, dict) and isinstance(value.get("name"), str):
+                out[value["name"]] = value
+        return out
+
+    def put_list_definition(self, value: dict[str, Any]) -> None:
+        """Create or replace one reading list's definition (the others are not touched)."""
+        self.meta.upsert(
+            ids=[self._list_record_id(value["name"])],
+            documents=[json.dumps(value, ensure_ascii=False)],
+            metadatas=[{"kind": LIST_RECORD}],
+            embeddings=[[0.0]],  # type: ignore[arg-type]
+        )
+
+    def delete_list_definition(self, name: str) -> None:
+        self.meta.delete(ids=[self._list_record_id(name)])
+
+    @staticmethod
+    def _list_record_id(name: str) -> str:
+        return f"{LIST_RECORD}:{hashlib.sha256(name.encode('utf-8')).hexdigest()[:32]}"
+
+    def _convert_lists(self) -> None:
+        """Move a store made before per-list keys to them: one record per list definition, one
+        metadata key per membership. Idempotent; a store that cannot be written (a read-only
+        mount) keeps the old form, which reads still understand."""
+        legacy = self.get_value(LEGACY_LIST_TABLE)
+        if not isinstance(legacy, dict):
+            return
+        try:
+            with_legacy: set[str] = set()
+            for name, value in legacy.items():
+                self.put_list_definition({**value, "name": name})
+                members = list(self.iter_ids({LEGACY_LISTS: {"$contains": name}}))
+                self._write({pid: {list_key(name): True} for pid in members})
+                with_legacy.update(members)
+            self._write({pid: {LEGACY_LISTS: None} for pid in with_legacy})
+            self.meta.delete(ids=[LEGACY_LIST_TABLE])
+        except Exception as exc:  # noqa: BLE001 - a read-only store stays as it is
+            if "readonly" not in str(exc).lower() and "read-only" not in str(exc).lower():
+                raise
 
     def changed_since(self, stamp: float) -> list[tuple[str, dict[str, Any]]]:
         """(id, metadata) of papers added or written after `stamp` (seconds since the epoch)."""

@@ -105,7 +105,8 @@ def write_file(path: Path, text: str) -> None:
     target = Path(os.path.realpath(path))
     parent = target.parent
     if not parent.is_dir():
-        raise TriageError(f"cannot write {path}: the directory {parent} does not exist")
+        shown = parent if path.is_symlink() else path.parent
+        raise TriageError(f"cannot write {path}: the directory {shown} does not exist")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     except OSError as exc:

@@ -1,0 +1,112 @@
+"""Several processes writing one store at once (embedded and on a Chroma server): nothing that
+one of them reported done may be missing afterwards."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+from pathlib import Path
+from typing import Any
+
+from assistant.config import Settings, load_settings
+from assistant.lists import ReadingLists
+from assistant.models import Paper
+from assistant.store import LEGACY_LIST_TABLE, Store
+
+WRITERS = 3
+LISTS_EACH = 8
+PAPERS = 6
+
+
+def _settings(spec: dict[str, Any]) -> Settings:
+    return load_settings(**spec)
+
+
+def _spec(settings: Settings) -> dict[str, Any]:
+    if settings.chroma_url:
+        return {"chroma_url": settings.chroma_url, "collection": settings.collection, "store": settings.store}
+    return {"store": settings.store}
+
+
+def _list_writer(spec: dict[str, Any], k: int, ids: list[str], ready: Any, go: Any) -> None:
+    lists = ReadingLists(Store.open(_settings(spec)))
+    ready.put(k)
+    go.wait(60)
+    for i in range(LISTS_EACH):
+        name = f"writer {k} list {i}"
+        lists.create(name, f"made by writer {k}")
+        # Every writer files the same papers at the same time, each into its own lists.
+        lists.add(name, ids)
+        if i % 2:
+            lists.remove(name, ids[:1])
+
+
+def test_parallel_list_writers_lose_no_list_and_no_membership(settings: Settings) -> None:
+    store = Store.open(settings)
+    papers = [Paper.create(title=f"Shared paper number {chr(65 + i)}", sources=["t"]) for i in range(PAPERS)]
+    store.upsert_papers(papers)
+    ids = [p.id for p in papers]
+    ctx = mp.get_context("spawn")
+    ready, go = ctx.Queue(), ctx.Event()
+    procs = [
+        ctx.Process(target=_list_writer, args=(_spec(settings), k, ids, ready, go)) for k in range(WRITERS)
+    ]
+    for proc in procs:
+        proc.start()
+    for _ in procs:
+        ready.get(timeout=120)
+    go.set()
+    for proc in procs:
+        proc.join(180)
+        assert proc.exitcode == 0
+    lists = ReadingLists(Store.open(settings))
+    names = {rl.name for rl in lists.all()}
+    expected = {f"writer {k} list {i}" for k in range(WRITERS) for i in range(LISTS_EACH)}
+    assert names == expected, f"lost: {sorted(expected - names)}"
+    for k in range(WRITERS):
+        for i in range(LISTS_EACH):
+            name = f"writer {k} list {i}"
+            want = set(ids[1:] if i % 2 else ids)
+            assert set(lists.members(name)) == want, name
+    for item in store.get_many(ids):
+        assert len(item.decision.lists) == WRITERS * LISTS_EACH - (WRITERS * LISTS_EACH // 2) * (
+            item.paper.id == ids[0]
+        )
+
+
+def test_a_store_with_the_old_list_table_is_converted(tmp_path: Path) -> None:
+    """Stores made before per-list records kept every list in one value and each paper's lists
+    in one key: opening one moves both, and nothing is lost."""
+    settings = load_settings(store=tmp_path / "store")
+    store = Store.open(settings)
+    a, b = (
+        Paper.create(title="Old paper one", sources=["t"]),
+        Paper.create(title="Old paper two", sources=["t"]),
+    )
+    store.upsert_papers([a, b])
+    store.set_value(
+        LEGACY_LIST_TABLE,
+        {
+            "Reading group": {
+                "name": "Reading group",
+                "description": "Thursdays",
+                "created_at": "2025-01-01T00:00:00Z",
+            },
+            "Zürich": {"name": "Zürich", "description": "", "created_at": "2025-01-02T00:00:00Z"},
+        },
+    )
+    store.collection.update(
+        ids=[a.id, b.id], metadatas=[{"lists": ["Reading group", "Zürich"]}, {"lists": ["Zürich"]}]
+    )
+    lists = ReadingLists(Store.open(settings))
+    assert [(rl.name, rl.description) for rl in lists.all()] == [
+        ("Reading group", "Thursdays"),
+        ("Zürich", ""),
+    ]
+    assert lists.members("Reading group") == [a.id]
+    assert sorted(lists.members("Zürich")) == sorted([a.id, b.id])
+    assert store.get_value(LEGACY_LIST_TABLE) is None
+    assert "lists" not in json.dumps(store.collection.get(ids=[a.id])["metadatas"][0]).replace('"list:', "")
+    lists.remove("Zürich", [a.id])
+    item = store.get(a.id)
+    assert item is not None and item.decision.lists == ["Reading group"]
