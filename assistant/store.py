@@ -7,16 +7,20 @@ A second small collection holds what is not per paper (store-wide settings).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlparse
 
 import chromadb
+import platformdirs
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings as ChromaSettings
@@ -214,6 +218,7 @@ class Store:
         self.meta = meta
         self.location = location
         self._batch = max(1, min(client.get_max_batch_size(), 1000))
+        self.lock_path: Path | None = None
 
     # -- opening -----------------------------------------------------------------
 
@@ -244,6 +249,11 @@ class Store:
                 raise StoreError(f"cannot reach the Chroma server at {location}: {exc}") from exc
             raise
         store = cls(client, collection, meta, location, ef)
+        if settings.chroma_url:  # writers on this machine share a lock per server collection
+            digest = hashlib.sha256(f"{location}#{settings.collection}".encode()).hexdigest()[:16]
+            store.lock_path = Path(platformdirs.user_cache_dir("triage")) / "locks" / f"{digest}.lock"
+        else:
+            store.lock_path = settings.store / "triage-write.lock"
         store._convert_lists()
         return store
 
@@ -255,6 +265,27 @@ class Store:
         return f"{self.location}#{self.collection.name}#{self.collection.id}"
 
     # -- writing papers ---------------------------------------------------------
+
+    @contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """Hold the store's writer lock: across processes on this machine, one at a time
+        (deduplicating and upserting must see what the other writer just stored). A lock
+        that cannot be made (a read-only store) is not taken: the write itself then fails."""
+        if self.lock_path is None:
+            yield
+            return
+        try:
+            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(self.lock_path, "a+b")  # noqa: SIM115 - held for the block
+        except OSError:
+            yield
+            return
+        with handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def upsert_papers(self, papers: Iterable[Paper]) -> UpsertReport:
         """Add new papers, merge records of papers already stored; decisions and assessments survive.

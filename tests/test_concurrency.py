@@ -12,6 +12,7 @@ from assistant.config import Settings, load_settings
 from assistant.lists import ReadingLists
 from assistant.models import Paper
 from assistant.store import LEGACY_LIST_TABLE, Store
+from conftest import sample_records, write_lines
 
 WRITERS = 3
 LISTS_EACH = 8
@@ -110,3 +111,40 @@ def test_a_store_with_the_old_list_table_is_converted(tmp_path: Path) -> None:
     lists.remove("Zürich", [a.id])
     item = store.get(a.id)
     assert item is not None and item.decision.lists == ["Reading group"]
+
+
+def _ingester(spec: dict[str, Any], path: str, ready: Any, go: Any) -> None:
+    from assistant.ingest import ingest_files
+
+    store = Store.open(_settings(spec))
+    ready.put(path)
+    go.wait(60)
+    (report,) = ingest_files(store, [Path(path)])
+    assert report.error is None and not report.skipped
+
+
+def test_two_ingests_of_the_same_papers_at_once_make_each_paper_once(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """One file with DOIs, one without, imported at the same moment: both resolve against the
+    store before either has written unless the writers take turns."""
+    records = sample_records(60)
+    with_doi = [{**r, "doi": f"10.5555/drill.{i}"} for i, r in enumerate(records)]
+    first = write_lines(tmp_path / "with-doi.jsonl", [json.dumps(r) for r in with_doi])
+    second = write_lines(tmp_path / "without.jsonl", [json.dumps(r) for r in records])
+    ctx = mp.get_context("spawn")
+    ready, go = ctx.Queue(), ctx.Event()
+    procs = [
+        ctx.Process(target=_ingester, args=(_spec(settings), str(p), ready, go)) for p in (first, second)
+    ]
+    for proc in procs:
+        proc.start()
+    for _ in procs:
+        ready.get(timeout=120)
+    go.set()
+    for proc in procs:
+        proc.join(180)
+        assert proc.exitcode == 0
+    store = Store.open(settings)
+    assert store.count() == len(records)
+    assert all(item.paper.doi for item in store.iter_all())

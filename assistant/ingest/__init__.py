@@ -173,10 +173,13 @@ def store_papers(
             capped, notes = cap_fields(paper)
             given.append(capped)
             report.notes += [f"{report.path}: {capped.title[:60]!r}: {note}" for note in notes]
-        chunk = resolve(store, given)
+        # Another process importing the same papers must not resolve against the store between
+        # this chunk's look-up and its write: both would make the paper.
+        with store.write_lock():
+            chunk = resolve(store, given)
+            upserted = store.upsert_papers(chunk)
         ids.update((a.id, b.id) for a, b in zip(given, chunk, strict=True))
         report.ids.extend(p.id for p in chunk)
-        upserted = store.upsert_papers(chunk)
         created, changed = set(upserted.new), set(upserted.merged)
         for paper in chunk:
             if paper.id in created:
