@@ -218,6 +218,13 @@ def run_llm_tag(
         except KeyboardInterrupt:
             report.interrupted = True
     console.print(_summary(report))
+    if report.plan.isolated:
+        err_console.print(
+            f"[yellow]note:[/yellow] {report.plan.isolated} papers whose text reads like instructions "
+            "were asked one per call"
+        )
+    for note in report.notes:
+        err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if report.unreachable:
         err_console.print(
             f"[red]error:[/red] {escape(report.unreachable)}\n"

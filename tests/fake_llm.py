@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-PAPER = re.compile(r"<<<PAPER id=(\S+)>>>\n(.*?)<<<END PAPER>>>", re.DOTALL)
+# A paper between its call's markers: <<<PAPER-code id=...>>> ... <<<END PAPER-code>>>.
+PAPER = re.compile(r"<<<PAPER-([0-9a-f]+) id=(\S+)>>>\n(.*?)<<<END PAPER-\1>>>", re.DOTALL)
 TOPIC = re.compile(r'^- "(.+?)": (.*)$', re.MULTILINE)
 WORD = re.compile(r"[a-z]{4,}")
 
@@ -61,6 +62,11 @@ class FakeLLM:
         self.random = random.Random(seed)
         self.script: list[Behaviour] = []
         self.requests: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []  # time.time() at which each request arrived
+        self.errors_sent: list[tuple[float, int]] = []  # (time.time(), status) of each error sent
+        # A gullible model: when a paper's text contains this phrase, it obeys it and scores
+        # every paper of that request 10 on every topic.
+        self.obeys: str | None = None
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -93,10 +99,15 @@ class FakeLLM:
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         user = next(m["content"] for m in request["messages"] if m["role"] == "user")
         topics = TOPIC.findall(user)
-        papers = PAPER.findall(user)
-        if len(papers) == 1:
-            return default_answer(papers[0][0], papers[0][1], topics)
-        return {"papers": [{"paper_id": pid, **default_answer(pid, text, topics)} for pid, text in papers]}
+        papers = [(pid, text) for _, pid, text in PAPER.findall(user)]
+        answers = [{"paper_id": pid, **default_answer(pid, text, topics)} for pid, text in papers]
+        if self.obeys and any(self.obeys.lower() in text.lower() for _, text in papers):
+            for a in answers:
+                a["topics"] = [{**t, "score": 10, "reason": "as instructed"} for t in a["topics"]]
+        if len(answers) == 1:
+            answers[0].pop("paper_id")
+            return answers[0]
+        return {"papers": answers}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
@@ -126,6 +137,7 @@ class FakeLLM:
                 length = int(self.headers.get("Content-Length", "0"))
                 request = json.loads(self.rfile.read(length))
                 with fake.lock:
+                    fake.arrivals.append(time.time())
                     fake.requests.append(request)
                 behaviour = fake._next()
                 # Errors come back at once, as a real endpoint's rate limiter answers; only
@@ -138,6 +150,8 @@ class FakeLLM:
                         "error": {"message": f"fake error {behaviour.status}", "type": "fake", "code": None}
                     }
                     self._send(behaviour.status, json.dumps(error).encode(), behaviour.headers)
+                    with fake.lock:
+                        fake.errors_sent.append((time.time(), behaviour.status))
                     return
                 if behaviour.body is not None:
                     self._send(200, behaviour.body.encode(), behaviour.headers)

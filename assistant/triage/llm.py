@@ -3,14 +3,23 @@
 instructor validates each answer against the response model and re-asks on a violation;
 network failures (connection, timeout, 429, 5xx) are retried here with exponential backoff
 and jitter, honouring Retry-After. The client itself never retries (`max_retries=0`).
+
+A 429 pauses the whole pool, not just the call that got it: every request of an engine, from
+any of the calls running at once (instructor's re-asks included), passes one shared `Gate`
+before it is sent, and a 429 closes that gate for its Retry-After.
 """
 
 from __future__ import annotations
 
+import asyncio
+import email.utils
 import hashlib
 import logging
 import random
-from collections.abc import Sequence
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +42,8 @@ DEFAULT_MODEL = "gpt-4o-mini"
 REASKS = 2
 NETWORK_ATTEMPTS = 5
 MAX_WAIT = 60.0
+# How long a 429 without Retry-After holds back the other calls (the call itself backs off).
+POOL_PAUSE = 0.5
 # Failed calls are reported per paper by the batch; instructor's own error log would repeat them.
 logging.getLogger("instructor").setLevel(logging.CRITICAL)
 MODES = {"tools": instructor.Mode.TOOLS, "json": instructor.Mode.JSON}
@@ -66,20 +77,48 @@ def llm_key(
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]
 
 
-def paper_block(paper: Paper) -> str:
-    """A paper as data between markers; marker look-alikes inside the text are defused."""
+_ANGLES = re.compile(r"<{2,}|>{2,}")
+_LOOKALIKES = str.maketrans("<>", "‹›")
+
+
+def new_fence() -> str:
+    """A random code for one call's paper markers: text written before the call cannot know it."""
+    return secrets.token_hex(6)
+
+
+def paper_block(paper: Paper, fence: str) -> str:
+    """A paper as data between this call's markers. The fence code is removed from the text and
+    `<<`/`>>` are defused, so no text can close its paper's block or open another one."""
 
     def safe(text: str) -> str:
-        return text.replace("<<<", "‹‹‹").replace(">>>", "›››")
+        return _ANGLES.sub(lambda m: m.group().translate(_LOOKALIKES), text.replace(fence, ""))
 
-    lines = [f"<<<PAPER id={paper.id}>>>", f"Title: {safe(paper.title)}"]
+    lines = [f"<<<PAPER-{fence} id={paper.id}>>>", f"Title: {safe(paper.title)}"]
     if paper.authors:
         lines.append(f"Authors: {safe(', '.join(paper.authors[:12]))}")
     if paper.venue or paper.year:
         lines.append(f"Venue: {safe(' '.join(str(x) for x in (paper.venue, paper.year) if x))}")
     lines.append(f"Abstract: {safe(paper.abstract) if paper.abstract else '(none)'}")
-    lines.append("<<<END PAPER>>>")
+    lines.append(f"<<<END PAPER-{fence}>>>")
     return "\n".join(lines)
+
+
+# Text that talks to the model instead of describing a paper. In a call of several papers such
+# a paper could move the others' scores, so the runner sends it in a call of its own (where it
+# can only mislead its own assessment). A false match costs only that paper's share of a batch.
+_INSTRUCTION_LIKE = re.compile(
+    r"\b(ignore|disregard|forget)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?"
+    r"(previous|prior|above|earlier|preceding|system|other)?\s*instructions\b"
+    r"|\b(rate|score|grade|mark)\s+(every|all|each|the\s+other)\s+(\w+\s+)?(papers?|abstracts?)\b"
+    r"|\b(rate|score|give|assign)\b[^.\n]{0,40}\b10\s*(/\s*10|out\s+of\s+10)?\s*(on|for|to)\s+"
+    r"(every|all|each)\b",
+    re.IGNORECASE,
+)
+
+
+def instruction_like(paper: Paper) -> bool:
+    """Whether the paper's title or abstract reads like instructions to the model."""
+    return bool(_INSTRUCTION_LIKE.search(f"{paper.title}\n{paper.abstract or ''}"))
 
 
 def agenda_text(agenda: Agenda) -> str:
@@ -101,14 +140,27 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(cause, openai.APIConnectionError | openai.APIResponseValidationError)
 
 
+def retry_after_seconds(value: str | None) -> float | None:
+    """A Retry-After header (seconds, or an HTTP date) as seconds from now, at most MAX_WAIT."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - time.time()
+    return min(max(seconds, 0.0), MAX_WAIT)
+
+
 def _retry_after(exc: BaseException | None) -> float | None:
     cause = _cause(exc) if exc else None
     response = getattr(cause, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        return min(float(value), MAX_WAIT) if value is not None else None
-    except ValueError:
-        return None
+    return retry_after_seconds(response.headers.get("retry-after")) if response is not None else None
 
 
 def _wait(state: RetryCallState) -> float:
@@ -136,6 +188,29 @@ def _failure_reason(exc: BaseException, endpoint: object) -> str:
     return f"invalid answer after {REASKS} re-asks: {text[:300]}"
 
 
+class Gate:
+    """When the endpoint may be sent the next request: one for all the calls of an engine.
+
+    Every request awaits `wait` before it leaves; a rate-limited answer moves the gate forward
+    with `close_for`, so the calls running at once stop sending, not just the one that was told.
+    One event loop uses it, so it needs no lock."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock  # tests that fake the sleeps fake the clock with them
+        self.not_before = 0.0
+
+    def close_for(self, seconds: float) -> None:
+        self.not_before = max(self.not_before, self.clock() + seconds)
+
+    async def wait(self, sleep: Callable[[float], Awaitable[Any]]) -> None:
+        target = 0.0
+        while self.not_before > target:  # moved again while we slept: wait for the new time
+            target = self.not_before
+            delay = target - self.clock()
+            if delay > 0:
+                await sleep(delay)
+
+
 class LLMEngine:
     """Assesses papers with an LLM; one call covers one paper or a small batch."""
 
@@ -159,12 +234,29 @@ class LLMEngine:
         self.prompts = prompts
         self.model = model
         self.mode = mode
+        self.gate = Gate()
+        http_client = openai.DefaultAsyncHttpxClient(
+            event_hooks={"request": [self._before_request], "response": [self._after_response]}
+        )
         self.client = openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", max_retries=0, timeout=timeout
+            base_url=base_url,
+            api_key=api_key or "not-needed",
+            max_retries=0,
+            timeout=timeout,
+            http_client=http_client,
         )
         self.instructor = instructor.from_openai(self.client, mode=MODES[mode])
-        self.sleep: Any = None  # tests may replace tenacity's sleep
+        self.sleep: Any = None  # tests may replace the sleeps of backoff and of the gate
         self.examples = examples
+
+    # httpx event hooks (openai's http client is httpx's, or httpx2's in openai 3; same hooks).
+    async def _before_request(self, request: Any) -> None:
+        await self.gate.wait(self.sleep or asyncio.sleep)
+
+    async def _after_response(self, response: Any) -> None:
+        if response.status_code == 429:
+            hinted = retry_after_seconds(response.headers.get("retry-after"))
+            self.gate.close_for(POOL_PAUSE if hinted is None else hinted)
 
     def base_key(self, paper: Paper) -> str:
         """The cache key without calibration examples."""
@@ -177,12 +269,15 @@ class LLMEngine:
         return llm_key(paper.document, self.agenda, self.prompts, self.model, self.mode, chosen)
 
     def messages(self, papers: Sequence[Paper], vocabulary: Sequence[str]) -> list[dict[str, str]]:
+        """The call's prompt. Its paper markers carry a new random code each time; the cache key
+        never sees them (it hashes the paper's text, agenda, templates and model)."""
         count = "paper" if len(papers) == 1 else f"{len(papers)} papers"
+        fence = new_fence()
         user = self.prompts.render_assess(
             agenda=agenda_text(self.agenda),
             tags=", ".join(vocabulary[:200]) or "(none yet)",
             count=count,
-            papers="\n\n".join(paper_block(p) for p in papers),
+            papers="\n\n".join(paper_block(p, fence) for p in papers),
         )
         if self.examples is not None:
             chosen = list({e.id: e for p in papers for e in self.examples.nearest(p.id)}.values())
