@@ -561,9 +561,53 @@ def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage rank
         console.print(f"[red]last LLM attempt failed:[/red] {escape(item.failure[1])}")
     if d.note:
         console.print(f"[bold]note[/bold] {escape(d.note)}")
+    log = state.store.merge_log(p.id)
+    if log is not None and log.entries:
+        console.print("[bold]merged records[/bold] (each can be split off: 'triage split ID N')")
+        for n, entry in enumerate(log.entries, start=1):
+            source = ", ".join(entry.record.sources) or "unknown source"
+            console.print(
+                f"  {n}. {escape(entry.record.title)} [dim]({escape(entry.record.id)}; {escape(entry.how)}; "
+                f"from {escape(source)}, {entry.at:%Y-%m-%d %H:%M})[/dim]"
+            )
     if p.abstract:
         console.print()
         console.print(escape(p.abstract))
+
+
+@app.command()
+@user_errors
+def split(
+    paper_id: Annotated[str, typer.Argument(help="The paper a record was merged into.")],
+    number: Annotated[
+        int | None,
+        typer.Argument(
+            help="Which merged record, as 'triage show ID' numbers them (the only one if omitted)."
+        ),
+    ] = None,
+) -> None:
+    """Split a merged record off a paper: deduplication took it for this paper, and it is not.
+
+    The record becomes a paper of its own (undecided, to be tagged); the paper gets back what it
+    had without it. Decisions, notes and lists stay with the paper."""
+    store = state.store
+    log = store.merge_log(paper_id)
+    if number is None:
+        count = len(log.entries) if log is not None else 0
+        if count != 1:
+            if not count:
+                raise TriageError(f"nothing was merged into {paper_id}: there is nothing to split")
+            raise TriageError(
+                f"{paper_id} has {count} merged records: name one (1-{count}) as 'triage show' numbers them"
+            )
+        number = 1
+    kept, split_off = store.split(paper_id, number)
+    console.print(
+        f"Split {escape(split_off.title)} off as {split_off.id}; {kept.id} keeps {escape(kept.title)}."
+    )
+    console.print(
+        "[dim]'triage tag' assesses the new paper (and the old one again if its text changed).[/dim]"
+    )
 
 
 @app.command("agenda")

@@ -211,6 +211,22 @@ class Decision(BaseModel):
     decided_at: datetime | None = None
 
 
+class MergeEntry(BaseModel):
+    """A record of another identity merged into a stored paper: how it was recognised, when,
+    and the record as it came (so that it can be split off again)."""
+
+    how: str
+    at: datetime
+    record: Paper
+
+
+class MergeLog(BaseModel):
+    """A paper's merged records, and the paper as it was before the first of them."""
+
+    base: Paper
+    entries: list[MergeEntry] = Field(default_factory=list)
+
+
 class StoredPaper(BaseModel):
     """A paper as the store holds it, with the decision and the latest assessment."""
 

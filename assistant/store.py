@@ -29,7 +29,17 @@ from chromadb.errors import ChromaError
 from assistant.config import Settings
 from assistant.embedding import make_embedder
 from assistant.errors import StoreError
-from assistant.models import Assessment, Decision, Paper, Status, StoredPaper, normalize_title, now_utc
+from assistant.models import (
+    Assessment,
+    Decision,
+    MergeEntry,
+    MergeLog,
+    Paper,
+    Status,
+    StoredPaper,
+    normalize_title,
+    now_utc,
+)
 
 PAGE_SIZE = 1000
 META_COLLECTION_SUFFIX = "-meta"
@@ -202,6 +212,68 @@ def _stored_from(pid: str, document: str | None, meta: dict[str, Any] | None) ->
     )
 
 
+MERGES_KEPT = 20  # merged records a paper keeps for splitting; older ones fold into its base
+
+
+def _read_log(meta: dict[str, Any] | None) -> MergeLog | None:
+    raw = (meta or {}).get("merges")
+    if not raw:
+        return None
+    try:
+        return MergeLog.model_validate_json(raw)
+    except ValueError:
+        return None
+
+
+def _merge_log(
+    pid: str,
+    stored: Paper | None,
+    meta: dict[str, Any] | None,
+    records: list[tuple[Paper, str | None]],
+) -> MergeLog | None:
+    """The paper's merge log with these records added (None if no record of another identity
+    was merged into it). The base is the paper as it was before its first logged merge."""
+    others = [(r, how) for r, how in records if r.id != pid and how]
+    if not others:
+        return None
+    log = _read_log(meta)
+    if log is None:
+        if stored is not None:
+            base = stored
+        else:  # new in this batch: its own record(s) are the base
+            own = [r for r, _ in records if r.id == pid] or [others.pop(0)[0].model_copy(update={"id": pid})]
+            base = own[0]
+            for r in own[1:]:
+                base = base.merged_with(r)
+        log = MergeLog(base=base)
+    when = now_utc()
+    log.entries += [MergeEntry(how=str(how), at=when, record=r) for r, how in others]
+    while len(log.entries) > MERGES_KEPT:
+        oldest = log.entries.pop(0)
+        log.base = log.base.merged_with(oldest.record.model_copy(update={"id": pid}))
+    return log
+
+
+def _unmerged(current: Paper, log: MergeLog, rest: list[MergeEntry]) -> Paper:
+    """The paper without one merged record: rebuilt from its base and the other records; a
+    field that changed since by other means (a re-import under the paper's own id) keeps its
+    current value, and list fields keep what those added."""
+    full, rebuilt = log.base, log.base
+    for e in log.entries:
+        full = full.merged_with(e.record.model_copy(update={"id": current.id}))
+    for e in rest:
+        rebuilt = rebuilt.merged_with(e.record.model_copy(update={"id": current.id}))
+    values: dict[str, Any] = {}
+    for name in Paper.model_fields:
+        now, was, back = getattr(current, name), getattr(full, name), getattr(rebuilt, name)
+        if isinstance(now, list):
+            values[name] = list(dict.fromkeys([*back, *(v for v in now if v not in was)]))
+        else:
+            values[name] = back if now == was else now
+    values["id"] = current.id
+    return Paper(**values)
+
+
 def _drop_none(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if v is not None}
 
@@ -287,28 +359,49 @@ class Store:
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
-    def upsert_papers(self, papers: Iterable[Paper]) -> UpsertReport:
+    def upsert_papers(
+        self, papers: Iterable[Paper], provenance: Sequence[tuple[str, str | None]] | None = None
+    ) -> UpsertReport:
         """Add new papers, merge records of papers already stored; decisions and assessments survive.
 
-        Only papers whose text changed are (re-)embedded.
+        Only papers whose text changed are (re-)embedded. `provenance`, one per paper, says
+        which record each was before deduplication gave it a stored paper's id (its own id, and
+        how it was recognised): a record merged into a paper of another identity is logged on
+        that paper, to be shown and split off again (`split`).
         """
         incoming: dict[str, Paper] = {}
-        for paper in papers:
+        records: dict[str, list[tuple[Paper, str | None]]] = {}
+        for i, paper in enumerate(papers):
             incoming[paper.id] = incoming[paper.id].merged_with(paper) if paper.id in incoming else paper
+            original, how = provenance[i] if provenance is not None else (paper.id, None)
+            records.setdefault(paper.id, []).append((paper.model_copy(update={"id": original}), how))
         report = UpsertReport()
         ids = list(incoming)
         for start in range(0, len(ids), self._batch):
-            self._upsert_chunk([incoming[i] for i in ids[start : start + self._batch]], report)
+            chunk = ids[start : start + self._batch]
+            self._upsert_chunk([incoming[i] for i in chunk], report, {i: records[i] for i in chunk})
         return report
 
-    def _upsert_chunk(self, papers: list[Paper], report: UpsertReport) -> None:
+    def _upsert_chunk(
+        self,
+        papers: list[Paper],
+        report: UpsertReport,
+        records: dict[str, list[tuple[Paper, str | None]]],
+    ) -> None:
         existing = self.collection.get(ids=[p.id for p in papers], include=["documents", "metadatas"])
-        current = {
-            pid: _paper_from(pid, doc, cast(dict[str, Any], meta))
-            for pid, doc, meta in zip(
-                existing["ids"], existing["documents"] or [], existing["metadatas"] or [], strict=True
-            )
+        metas = {
+            pid: cast(dict[str, Any], meta)
+            for pid, meta in zip(existing["ids"], existing["metadatas"] or [], strict=True)
         }
+        current = {
+            pid: _paper_from(pid, doc, metas[pid])
+            for pid, doc in zip(existing["ids"], existing["documents"] or [], strict=True)
+        }
+        logs = {}
+        for paper in papers:
+            log = _merge_log(paper.id, current.get(paper.id), metas.get(paper.id), records[paper.id])
+            if log is not None:
+                logs[paper.id] = {"merges": log.model_dump_json()}
         added_at = now_utc().isoformat()
         new = [p for p in papers if p.id not in current]
         text_changed: list[Paper] = []
@@ -332,7 +425,14 @@ class Store:
                 documents=[p.document for p in new],
                 embeddings=vectors,
                 metadatas=[
-                    _drop_none({**paper_metadata(p), **decision_metadata(Decision()), "added_at": added_at})
+                    _drop_none(
+                        {
+                            **paper_metadata(p),
+                            **decision_metadata(Decision()),
+                            "added_at": added_at,
+                            **logs.pop(p.id, {}),
+                        }
+                    )
                     for p in new
                 ],
             )
@@ -343,14 +443,59 @@ class Store:
                 ids=[p.id for p in text_changed],
                 documents=[p.document for p in text_changed],
                 embeddings=vectors,
-                metadatas=[paper_metadata(p) for p in text_changed],
+                metadatas=[{**paper_metadata(p), **logs.pop(p.id, {})} for p in text_changed],
             )
         if meta_changed:
             self.collection.update(
                 ids=[p.id for p in meta_changed],
-                metadatas=[paper_metadata(p) for p in meta_changed],
+                metadatas=[{**paper_metadata(p), **logs.pop(p.id, {})} for p in meta_changed],
             )
+        if logs:  # merged records that added nothing are logged all the same
+            self.collection.update(ids=list(logs), metadatas=list(logs.values()))
         report.merged.extend(p.id for p in [*text_changed, *meta_changed])
+
+    def merge_log(self, paper_id: str) -> MergeLog | None:
+        """The records merged into this paper from papers of another identity, if any."""
+        metas = self.metadata([paper_id])
+        return _read_log(metas[0][1]) if metas else None
+
+    def split(self, paper_id: str, number: int) -> tuple[Paper, Paper]:
+        """Undo one logged merge: the record becomes a paper of its own again, and this paper
+        gets back what it was without it. Returns (this paper, the split-off paper)."""
+        with self.write_lock():
+            found = self.collection.get(ids=[paper_id], include=["documents", "metadatas"])
+            if not found["ids"]:
+                raise StoreError(f"no paper with id {paper_id!r} in the store")
+            meta = cast(dict[str, Any], (found["metadatas"] or [{}])[0])
+            current = _paper_from(paper_id, (found["documents"] or [""])[0], meta)
+            log = _read_log(meta)
+            if log is None or not log.entries:
+                raise StoreError(f"nothing was merged into {paper_id}: there is nothing to split")
+            if not 1 <= number <= len(log.entries):
+                raise StoreError(
+                    f"{paper_id} has {len(log.entries)} merged records: give 1-{len(log.entries)}"
+                )
+            entry = log.entries[number - 1]
+            record = entry.record
+            if record.id == paper_id or self.collection.get(ids=[record.id], include=[])["ids"]:
+                raise StoreError(
+                    f"the merged record's own id {record.id} is taken: it cannot become a paper of its own"
+                )
+            rest = [e for i, e in enumerate(log.entries) if i != number - 1]
+            restored = _unmerged(current, log, rest)
+            self.upsert_papers([record])
+            new_log = MergeLog(base=log.base, entries=rest) if rest else None
+            update = {**paper_metadata(restored), "merges": new_log.model_dump_json() if new_log else None}
+            if restored.document != current.document:
+                self.collection.update(
+                    ids=[paper_id],
+                    documents=[restored.document],
+                    embeddings=self.embed([restored.document]),
+                    metadatas=[update],
+                )
+            else:
+                self.collection.update(ids=[paper_id], metadatas=[update])
+            return restored, record
 
     def embed(self, texts: list[str]) -> list[Any]:
         """Embed texts with the store's embedder (for queries and agenda topics)."""
@@ -582,7 +727,7 @@ class Store:
         """Put papers in reading lists or take them out: {paper id: {list name: member?}}.
         Only those lists' keys are written, so concurrent changes to other lists survive."""
         stamp = time.time()
-        writes = {}
+        writes: dict[str, dict[str, Any]] = {}
         for pid, names in changes.items():
             writes[pid] = {list_key(n): True if member else None for n, member in names.items()}
             writes[pid]["touched"] = stamp

@@ -12,7 +12,7 @@ from assistant.ingest.arxiv import ArxivClient, fetch, looks_like_atom, parse_at
 from assistant.ingest.base import ParseResult
 from assistant.ingest.bibtex import parse_bibtex
 from assistant.ingest.csvfile import parse_csv
-from assistant.ingest.dedupe import resolve
+from assistant.ingest.dedupe import resolve_matches
 from assistant.ingest.jsonfile import parse_json, parse_jsonl
 from assistant.ingest.limits import cap_fields
 from assistant.ingest.listing import looks_like_listing, parse_listing
@@ -176,8 +176,10 @@ def store_papers(
         # Another process importing the same papers must not resolve against the store between
         # this chunk's look-up and its write: both would make the paper.
         with store.write_lock():
-            chunk = resolve(store, given)
-            upserted = store.upsert_papers(chunk)
+            matches = resolve_matches(store, given)
+            chunk = [paper for paper, _ in matches]
+            provenance = [(g.id, how) for g, (_, how) in zip(given, matches, strict=True)]
+            upserted = store.upsert_papers(chunk, provenance)
         ids.update((a.id, b.id) for a, b in zip(given, chunk, strict=True))
         report.ids.extend(p.id for p in chunk)
         created, changed = set(upserted.new), set(upserted.merged)

@@ -2,12 +2,14 @@
 
 A paper matches an existing record by arXiv id (any version), by DOI, by the normalised
 title, or by a near-identical title (rapidfuzz, strict threshold) when no identifier says
-they differ. Lookups go to the store by indexed metadata (`$in` on a few keys per chunk),
+they differ and the titles carry the same numbers ("... 2" and "... 3", two years, two
+versions are different papers). Lookups go to the store by indexed metadata (`$in` on a few keys per chunk),
 never by scanning every record.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,6 +30,15 @@ class Known:
     arxiv_id: str | None
     doi: str | None
     title_key: str
+
+
+# Roman numerals that number parts and volumes ("i", "v" and "x" are too often words or symbols).
+_ROMAN = frozenset({"ii", "iii", "iv", "vi", "vii", "viii", "ix", "xi", "xii", "xiii"})
+
+
+def title_numbers(key: str) -> list[str]:
+    """The numbers in a normalised title: digits (years, versions, parts) and roman numerals."""
+    return sorted([str(int(n)) for n in re.findall(r"\d+", key)] + [w for w in key.split() if w in _ROMAN])
 
 
 def _conflict(a: Known, p: Paper) -> bool:
@@ -56,19 +67,21 @@ class _Index:
         for block in {head, tail}:
             self.by_block.setdefault(block, []).append(known)
 
-    def match(self, paper: Paper, key: str) -> Known | None:
+    def match(self, paper: Paper, key: str) -> tuple[Known, str] | None:
+        """The record this paper duplicates, and how it was recognised."""
         if paper.id in self.by_id:
-            return self.by_id[paper.id]
+            return self.by_id[paper.id], "same id"
         if paper.arxiv_id and paper.arxiv_id in self.by_arxiv:
-            return self.by_arxiv[paper.arxiv_id]
+            return self.by_arxiv[paper.arxiv_id], "same arXiv id"
         if paper.doi and paper.doi in self.by_doi and not _conflict(self.by_doi[paper.doi], paper):
-            return self.by_doi[paper.doi]
+            return self.by_doi[paper.doi], "same DOI"
         for known in self.by_title.get(key, []):
             if not _conflict(known, paper):
-                return known
+                return known, "same title"
         if len(key) < MIN_FUZZY_LENGTH:
             return None
         head, tail = title_keys(key)
+        numbers = title_numbers(key)
         best: tuple[float, Known] | None = None
         for block in {head, tail}:
             for known in self.by_block.get(block, []):
@@ -76,26 +89,34 @@ class _Index:
                 if (
                     score >= FUZZY_THRESHOLD
                     and not _conflict(known, paper)
+                    and title_numbers(known.title_key) == numbers
                     and (best is None or score > best[0])
                 ):
                     best = (score, known)
-        return best[1] if best else None
+        return (best[1], f"similar title ({best[0]:.0f}% alike)") if best else None
 
 
 def resolve(store: Store, papers: Sequence[Paper]) -> list[Paper]:
     """The papers with their ids changed to those of the records they duplicate (store or batch)."""
+    return [paper for paper, _ in resolve_matches(store, papers)]
+
+
+def resolve_matches(store: Store, papers: Sequence[Paper]) -> list[tuple[Paper, str | None]]:
+    """Each paper with its id changed to that of the record it duplicates, and how that record
+    was recognised (None: a paper of its own)."""
     keys = [normalize_title(p.title) for p in papers]
     index = _Index()
-    for found in store.find_known(
+    for stored in store.find_known(
         ids=[p.id for p in papers],
         arxiv_ids=[p.arxiv_id for p in papers if p.arxiv_id],
         dois=[p.doi for p in papers if p.doi],
         keys=keys,
     ):
-        index.add(Known(*found))
-    out: list[Paper] = []
+        index.add(Known(*stored))
+    out: list[tuple[Paper, str | None]] = []
     for paper, key in zip(papers, keys, strict=True):
-        known = index.match(paper, key)
+        match = index.match(paper, key)
+        known, how = match if match else (None, None)
         if known is not None and known.id != paper.id:
             paper = paper.model_copy(update={"id": known.id})
         # Remember what this record adds (a new arXiv id or DOI) for the rest of the batch.
@@ -107,5 +128,5 @@ def resolve(store: Store, papers: Sequence[Paper]) -> list[Paper]:
                 key,
             )
         )
-        out.append(paper)
+        out.append((paper, how))
     return out
