@@ -28,7 +28,7 @@ from rich.table import Table
 from assistant import __version__
 from assistant.agenda import Agenda, example_agenda_text, load_agenda
 from assistant.config import Settings, default_config_path, load_settings
-from assistant.errors import TriageError
+from assistant.errors import DiskFullError, TriageError, disk_full, is_disk_full, is_read_only, read_only
 from assistant.ingest import PARSERS, FileReport, ingest_arxiv, ingest_files
 from assistant.ingest.arxiv import ArxivClient
 from assistant.lists import ReadingLists
@@ -50,6 +50,10 @@ console = Console()
 err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
+# Commands that only read the store: on a full disk or a read-only mount they read a copy.
+READING_COMMANDS = frozenset(
+    {"stats", "ranked", "show", "search", "export", "digest", "eval", "suggest-agenda", "doctor", "agenda"}
+)
 
 
 class State:
@@ -61,6 +65,7 @@ class State:
         self._settings: Settings | None = None
         self._store: Store | None = None
         self._ranking: StoreRanking | None = None
+        self.command: str | None = None
 
     @property
     def settings(self) -> Settings:
@@ -71,7 +76,15 @@ class State:
     @property
     def store(self) -> Store:
         if self._store is None:
-            self._store = Store.open(self.settings)
+            if self.command in READING_COMMANDS:
+                self._store = Store.open_for_reading(self.settings)
+                if self._store.snapshot:
+                    err_console.print(
+                        f"[yellow]note:[/yellow] {self._store.snapshot}: reading a temporary copy of the "
+                        "store; nothing this command would save is kept"
+                    )
+            else:
+                self._store = Store.open(self.settings)
         return self._store
 
     def agenda(self) -> Agenda:
@@ -131,8 +144,26 @@ def user_errors(func: F) -> F:
         except KeyboardInterrupt:
             err_console.print("[yellow]interrupted[/yellow]")
             raise typer.Exit(130) from None
+        except Exception as exc:
+            if is_disk_full(exc):
+                error: TriageError = _disk_full()
+            elif is_read_only(exc):
+                error = read_only(state.settings.store_location)
+            else:
+                raise
+            err_console.print(f"[bold red]error:[/bold red] {escape(str(error))}")
+            raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _disk_full() -> DiskFullError:
+    """The disk-full error for the store the command uses."""
+    try:
+        settings = state.settings
+    except TriageError:
+        return disk_full("?")
+    return disk_full(settings.store_location, None if settings.chroma_url else settings.store)
 
 
 def _version(value: bool) -> None:
@@ -143,6 +174,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     store: Annotated[
         Path | None,
         typer.Option(
@@ -183,6 +215,7 @@ def main(
     state._settings = None
     state._store = None
     state._ranking = None
+    state.command = ctx.invoked_subcommand
 
 
 def _progress(*fields: str) -> Progress:

@@ -17,6 +17,66 @@ class StoreError(TriageError):
     """The store cannot be opened or written."""
 
 
+class DiskFullError(StoreError):
+    """The disk holding the store has no room for a write."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an error (from Chroma, SQLite or the OS) means the disk is full."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DiskFullError) or (isinstance(current, OSError) and current.errno == 28):
+            return True
+        text = str(current).lower()
+        if "disk is full" in text or "no space left on device" in text or "database or disk is full" in text:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def disk_full(location: str, path: Path | None = None) -> DiskFullError:
+    """The error to show when a write found the disk full: what to do, and that nothing is lost."""
+    free = ""
+    if path is not None:
+        import shutil
+
+        try:
+            free = f" ({shutil.disk_usage(path).free // 1024:,} kB free)"
+        except OSError:
+            pass
+    return DiskFullError(
+        f"the disk holding the store at {location} is full{free}: free some space and run the command "
+        "again. What was stored before is kept; a write that did not fit was not made."
+    )
+
+
+class ReadOnlyError(StoreError):
+    """The store cannot be written: a read-only mount, or no permission."""
+
+
+def is_read_only(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ReadOnlyError) or (isinstance(current, OSError) and current.errno in (13, 30)):
+            return True
+        text = str(current).lower()
+        if "readonly database" in text or "read-only file system" in text:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def read_only(location: str) -> ReadOnlyError:
+    return ReadOnlyError(
+        f"the store at {location} is read-only (a read-only mount, or no permission to write it): "
+        "commands that read it (ranked, show, search, export, stats) still work; this one writes"
+    )
+
+
 class InputError(TriageError):
     """A malformed input record, with where it is: file, line and/or record number."""
 

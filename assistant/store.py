@@ -7,9 +7,12 @@ A second small collection holds what is not per paper (store-wide settings).
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import hashlib
 import json
+import shutil
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -28,7 +31,7 @@ from chromadb.errors import ChromaError
 
 from assistant.config import Settings
 from assistant.embedding import make_embedder
-from assistant.errors import StoreError
+from assistant.errors import ReadOnlyError, StoreError, disk_full, is_disk_full, is_read_only, read_only
 from assistant.models import (
     Assessment,
     Decision,
@@ -291,8 +294,35 @@ class Store:
         self.location = location
         self._batch = max(1, min(client.get_max_batch_size(), 1000))
         self.lock_path: Path | None = None
+        self.snapshot: str | None = None  # why this is a temporary copy of the store, if it is
 
     # -- opening -----------------------------------------------------------------
+
+    @classmethod
+    def open_for_reading(cls, settings: Settings, embedder: Any | None = None) -> Store:
+        """Open the store for a command that only reads it. Chroma writes to its database even
+        to open it, so an embedded store on a full disk or a read-only mount is read from a
+        temporary copy instead (`snapshot` is set; nothing written there is kept)."""
+        try:
+            return cls.open(settings, embedder)
+        except StoreError as exc:
+            if settings.chroma_url or not (is_disk_full(exc) or isinstance(exc, ReadOnlyError)):
+                raise
+            if not (settings.store / "chroma.sqlite3").is_file():
+                raise
+            copy = Path(tempfile.mkdtemp(prefix="triage-read-"))
+            try:
+                shutil.copytree(settings.store, copy / "store")
+            except OSError as copy_error:
+                shutil.rmtree(copy, ignore_errors=True)
+                raise StoreError(
+                    f"{exc}; reading from a temporary copy failed too ({copy_error.strerror})"
+                ) from exc
+            atexit.register(shutil.rmtree, copy, True)
+            store = cls.open(settings.model_copy(update={"store": copy / "store"}), embedder)
+            store.snapshot = "the disk is full" if is_disk_full(exc) else "the store is read-only"
+            store.location = settings.store_location
+            return store
 
     @classmethod
     def open(cls, settings: Settings, embedder: Any | None = None) -> Store:
@@ -315,6 +345,12 @@ class Store:
                 settings.collection + META_COLLECTION_SUFFIX, embedding_function=None
             )
         except (ChromaError, ValueError, OSError) as exc:
+            if not settings.chroma_url:
+                _forget_client(settings.store)
+            if is_disk_full(exc):
+                raise disk_full(location, None if settings.chroma_url else settings.store) from exc
+            if is_read_only(exc):
+                raise read_only(location) from exc
             raise StoreError(f"cannot open the store at {location}: {exc}") from exc
         except Exception as exc:  # connection errors come from httpx and others
             if type(exc).__module__.split(".")[0] in ("httpx", "httpcore", "requests", "urllib3"):
@@ -843,6 +879,18 @@ def _http_client(url: str) -> ClientAPI:
     ssl = parsed.scheme == "https"
     port = parsed.port or (443 if ssl else 8000)
     return chromadb.HttpClient(host=parsed.hostname, port=port, ssl=ssl, settings=_chroma_settings())
+
+
+def _forget_client(path: Path) -> None:
+    """Drop Chroma's cached client of a store that failed to open: it caches clients by path
+    in the process, and the next open would get the broken one back."""
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        SharedSystemClient._identifier_to_system.pop(str(path.resolve()), None)
+        SharedSystemClient._identifier_to_refcount.pop(str(path.resolve()), None)
+    except (ImportError, AttributeError, OSError):
+        pass
 
 
 def _chroma_settings() -> ChromaSettings:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from assistant.errors import InputError
+from assistant.errors import InputError, is_disk_full
 from assistant.ingest.arxiv import ArxivClient, fetch, looks_like_atom, parse_atom
 from assistant.ingest.base import ParseResult
 from assistant.ingest.bibtex import parse_bibtex
@@ -149,7 +149,25 @@ def ingest_files(
         report.skipped = result.errors
         if on_parsed:
             on_parsed(path, len(result.papers))
-        ids = store_papers(store, result.papers, report, on_progress)
+        try:
+            ids = store_papers(store, result.papers, report, on_progress)
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            # What was stored stays; this file and the rest wait for room on the disk.
+            stored = report.new + report.merged + report.unchanged
+            report.error = InputError(
+                f"the disk holding the store is full after {stored} of {len(result.papers)} records: "
+                "free some space and import again (what is stored already is not duplicated)",
+                path=path,
+            )
+            report.seconds = time.perf_counter() - start
+            reports.append(report)
+            for rest in paths[len(reports) :]:
+                reports.append(
+                    FileReport(path=str(rest), error=InputError("not imported: the disk is full", path=rest))
+                )
+            break
         if isinstance(result, RestoreResult) and result.restored:
             report.restored, problems = apply_restored(store, result.restored, ids)
             report.skipped += [InputError(problem, path=path) for problem in problems]
