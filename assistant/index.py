@@ -228,12 +228,28 @@ class QueueIndex:
         if on_progress:
             on_progress(len(rows), total)
 
-    def changes(self, store: Store) -> tuple[list[Row], float]:
-        """The rows of papers written since the index's stamp, and the new stamp to record
-        once they are applied. Reads only: safe from a worker thread."""
+    def changes(self, store: Store) -> tuple[list[Row], float, list[str]]:
+        """The rows of papers written since the index's stamp, the new stamp to record once
+        they are applied, and the ids of papers no longer in the store (a duplicate merged
+        away). Reads only: safe from a worker thread."""
         started = time.time()
         changed = store.changed_since(self.stamp - REFRESH_OVERLAP)
-        return [Row.from_metadata(pid, meta) for pid, meta in changed], started
+        rows = [Row.from_metadata(pid, meta) for pid, meta in changed]
+        known = len(self.rows) + sum(1 for r in rows if r.id not in self.rows)
+        gone: list[str] = []
+        if store.count() < known:  # rare: a scan of the ids finds which
+            present = set(store.iter_ids())
+            gone = [pid for pid in self.rows if pid not in present]
+        return rows, started, gone
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Take papers that left the store out of the index."""
+        for pid in ids:
+            if self.rows.pop(pid, None) is not None:
+                self.version += 1
+                self._changes.append((self.version, pid))
+        self._orders.clear()
+        self._counts = self._histogram = None
 
     def apply(self, rows: Iterable[Row]) -> None:
         """Put new versions of rows in the index, moving them in the sort orders already computed."""

@@ -215,6 +215,10 @@ def _stored_from(pid: str, document: str | None, meta: dict[str, Any] | None) ->
     )
 
 
+def _newer(a: datetime | None, b: datetime | None) -> bool:
+    return a is not None and (b is None or a > b)
+
+
 MERGES_KEPT = 20  # merged records a paper keeps for splitting; older ones fold into its base
 
 
@@ -489,6 +493,57 @@ class Store:
         if logs:  # merged records that added nothing are logged all the same
             self.collection.update(ids=list(logs), metadatas=list(logs.values()))
         report.merged.extend(p.id for p in [*text_changed, *meta_changed])
+
+    def absorb(self, keep_id: str, drop_id: str, how: str) -> None:
+        """Merge a duplicate record into the paper it duplicates, then delete it: fields,
+        decision (the newer decided status; notes, tags and lists of both), assessment (the
+        newer) and first arrival are combined, and the merge is logged (`split` undoes it)."""
+        found = {s.paper.id: s for s in self.get_many([keep_id, drop_id])}
+        if keep_id not in found or drop_id not in found:
+            return
+        keep, drop = found[keep_id], found[drop_id]
+        metas = dict(self.metadata([keep_id]))
+        paper = keep.paper.merged_with(drop.paper.model_copy(update={"id": keep_id}))
+        a, b = keep.decision, drop.decision
+        if a.status is Status.NEW or (b.status is not Status.NEW and _newer(b.decided_at, a.decided_at)):
+            first, second = b, a
+        else:
+            first, second = a, b
+        decision = first.model_copy(
+            update={
+                "starred": a.starred or b.starred,
+                "note": "\n".join(dict.fromkeys(n for n in (first.note, second.note) if n)),
+                "tags": list(dict.fromkeys([*a.tags, *b.tags])),
+                "lists": list(dict.fromkeys([*a.lists, *b.lists])),
+            }
+        )
+        assessment = keep.assessment
+        if drop.assessment is not None and (
+            assessment is None or drop.assessment.created_at > assessment.created_at
+        ):
+            assessment = drop.assessment
+        log = _merge_log(keep_id, keep.paper, metas.get(keep_id), [(drop.paper, how)])
+        added = min((t for t in (keep.added_at, drop.added_at) if t is not None), default=None)
+        update: dict[str, Any] = {
+            **paper_metadata(paper),
+            **decision_metadata(decision),
+            **assessment_metadata(assessment),
+            "merges": log.model_dump_json() if log else None,
+        }
+        if added is not None:
+            update["added_at"] = added.isoformat()
+        if assessment is not None and assessment is keep.assessment and keep.failure is not None:
+            update.update({"failed_key": keep.failure[0], "failed_reason": keep.failure[1]})
+        if paper.document != keep.paper.document:
+            self.collection.update(
+                ids=[keep_id],
+                documents=[paper.document],
+                embeddings=self.embed([paper.document]),
+                metadatas=[update],
+            )
+        else:
+            self.collection.update(ids=[keep_id], metadatas=[update])
+        self.collection.delete(ids=[drop_id])
 
     def merge_log(self, paper_id: str) -> MergeLog | None:
         """The records merged into this paper from papers of another identity, if any."""

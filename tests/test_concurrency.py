@@ -148,3 +148,41 @@ def test_two_ingests_of_the_same_papers_at_once_make_each_paper_once(
     store = Store.open(settings)
     assert store.count() == len(records)
     assert all(item.paper.doi for item in store.iter_all())
+
+
+def test_an_import_merges_duplicates_that_slipped_in(settings: Settings, tmp_path: Path) -> None:
+    """Writers that do not share the lock (two machines on one Chroma server) can each make a
+    paper: the next import that meets the paper merges the two, keeping both decisions' parts."""
+    from assistant.index import QueueIndex
+    from assistant.ingest import ingest_files
+    from assistant.models import Status
+
+    store = Store.open(settings)
+    title = "Sparse Upcycling of Dense Checkpoints into Mixtures of Experts"
+    store.upsert_papers([Paper.create(title=title, doi="10.5555/upcycle", sources=["a"])])
+    store.upsert_papers(
+        [Paper.create(title=title, abstract="The abstract.", sources=["b"])]
+    )  # no lock, no dedupe
+    assert store.count() == 2
+    index = QueueIndex(location="test")
+    index.build(store)
+    doi_id, title_id = "doi:10.5555/upcycle", Paper.create(title=title).id
+    store.update_decision(doi_id, status=Status.ACCEPTED, note="from machine one")
+    store.update_decision(title_id, note="from machine two", tags=["moe"])
+    ReadingLists(store).create("Reading group")
+    ReadingLists(store).add("Reading group", [title_id])
+    path = write_lines(tmp_path / "again.jsonl", [json.dumps({"title": title, "year": 2023})])
+    (report,) = ingest_files(store, [path])
+    assert report.error is None and store.count() == 1
+    (item,) = list(store.iter_all())
+    assert item.paper.id == doi_id and item.paper.abstract == "The abstract." and item.paper.year == 2023
+    assert item.decision.status is Status.ACCEPTED
+    assert item.decision.note == "from machine one\nfrom machine two"
+    assert item.decision.tags == ["moe"] and item.decision.lists == ["Reading group"]
+    log = store.merge_log(doi_id)
+    assert log is not None and "same time" in log.entries[0].how
+    rows, _, gone = index.changes(store)
+    assert gone == [title_id]
+    index.apply(rows)
+    index.remove(gone)
+    assert set(index.rows) == {doi_id}

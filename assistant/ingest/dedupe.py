@@ -96,6 +96,53 @@ class _Index:
         return (best[1], f"similar title ({best[0]:.0f}% alike)") if best else None
 
 
+def _merge_stored_duplicates(store: Store, index: _Index) -> int:
+    """Stored records that are one paper (same arXiv id, DOI or title, nothing that says they
+    differ) are merged into the oldest: two imports that ran at once on machines that do not
+    share the writer lock can each have made the paper. Returns how many were merged."""
+    groups: dict[str, list[Known]] = {}
+    for known in index.by_id.values():
+        for key in (
+            f"a:{known.arxiv_id}" if known.arxiv_id else "",
+            f"d:{known.doi}" if known.doi else "",
+            f"t:{known.title_key}",
+        ):
+            if key:
+                groups.setdefault(key, []).append(known)
+    merged: set[str] = set()
+    keepers: list[Known] = []
+    for group in groups.values():
+        alive = [k for k in group if k.id not in merged]
+        if len(alive) < 2:
+            continue
+        added = {item.paper.id: item.added_at for item in store.get_many([k.id for k in alive])}
+        alive = sorted(
+            (k for k in alive if k.id in added), key=lambda k: (added[k.id] is None, added[k.id] or 0, k.id)
+        )
+        keep = alive[0]
+        for other in alive[1:]:
+            if _conflict(keep, _as_paper(other)) or _conflict(other, _as_paper(keep)):
+                continue
+            store.absorb(keep.id, other.id, "duplicate record made by an import running at the same time")
+            merged.add(other.id)
+            keepers.append(keep)
+    for pid in merged:  # the rest of this import matches the paper that was kept
+        gone = index.by_id.pop(pid)
+        for table in (index.by_arxiv, index.by_doi):
+            for key in [k for k, v in table.items() if v is gone]:
+                del table[key]
+        for table2 in (index.by_title, index.by_block):
+            for key in list(table2):
+                table2[key] = [v for v in table2[key] if v is not gone]
+    for keep in keepers:
+        index.add(keep)
+    return len(merged)
+
+
+def _as_paper(known: Known) -> Paper:
+    return Paper(id=known.id, title=known.title_key or known.id, arxiv_id=known.arxiv_id, doi=known.doi)
+
+
 def resolve(store: Store, papers: Sequence[Paper]) -> list[Paper]:
     """The papers with their ids changed to those of the records they duplicate (store or batch)."""
     return [paper for paper, _ in resolve_matches(store, papers)]
@@ -114,6 +161,7 @@ def resolve_matches(store: Store, papers: Sequence[Paper]) -> list[tuple[Paper, 
     ):
         index.add(Known(*stored))
     out: list[tuple[Paper, str | None]] = []
+    _merge_stored_duplicates(store, index)
     for paper, key in zip(papers, keys, strict=True):
         match = index.match(paper, key)
         known, how = match if match else (None, None)

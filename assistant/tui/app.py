@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -363,17 +363,20 @@ class ReviewApp(App[None]):
         if not self.index.built:
             return
         try:
-            rows, started = self.index.changes(self.store)
+            rows, started, gone = self.index.changes(self.store)
         except Exception as exc:
             if not self._refresh_failed:
                 self._refresh_failed = True
                 self.call_from_thread(self.show_error, exc)
             return
         self._refresh_failed = False
-        self.call_from_thread(self._take_changes, rows, started)
+        self.call_from_thread(self._take_changes, rows, started, gone)
 
-    def _take_changes(self, rows: list[Row], started: float) -> None:
+    def _take_changes(self, rows: list[Row], started: float, gone: Sequence[str] = ()) -> None:
         self.index.stamp = started
+        if gone:
+            self.index.remove(gone)
+            self.reload()
         # A read that began before this UI wrote a paper carries the paper as it was.
         rows = [r for r in rows if self._written.get(r.id, 0.0) < started]
         current = self.current_id()
