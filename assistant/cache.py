@@ -19,15 +19,30 @@ def cache_file(kind: str, location: str, cache_dir: Path | None = None) -> Path:
     return base / kind / f"{hashlib.sha256(location.encode()).hexdigest()[:16]}.pickle"
 
 
+MAGIC = b"triage-cache-1\n"
+
+
 def write_pickle(path: Path, payload: Any) -> None:
     """Write atomically: a temporary file beside it, then a rename (a half-written cache is
-    never read)."""
+    never read). The body is preceded by its SHA-256, so a damaged file is never used."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    body = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.write(MAGIC + hashlib.sha256(body).digest() + body)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_pickle(path: Path) -> Any:
+    """A cache written by `write_pickle`; ValueError if it is not one or was damaged since."""
+    data = path.read_bytes()
+    if not data.startswith(MAGIC):
+        raise ValueError("not a cache file of this version")
+    digest, body = data[len(MAGIC) : len(MAGIC) + 32], data[len(MAGIC) + 32 :]
+    if hashlib.sha256(body).digest() != digest:
+        raise ValueError("the file was damaged (checksum mismatch)")
+    return pickle.loads(body)  # noqa: S301 - our own file, checksum verified

@@ -454,12 +454,14 @@ class RankSort(StrEnum):
 
 
 def ranked_items(
-    top: int | None, sort: RankSort = RankSort.RELEVANCE
+    top: int | None, sort: RankSort = RankSort.RELEVANCE, statuses: Sequence[Status] | None = None
 ) -> tuple[list[StoredPaper], Ranking | None]:
     """Assessed papers in the queue's order (the blend of the engine and the personal model),
-    and the ranking when there is one. The uncertain and disagreement orders cover the papers
-    with no decision yet."""
-    items = [i for i in state.store.iter_all() if i.assessment]
+    and the ranking when there is one. `statuses` chooses which (all by default); the uncertain
+    and disagreement orders cover the papers with no decision yet."""
+    items = [
+        i for i in state.store.iter_all() if i.assessment and (not statuses or i.decision.status in statuses)
+    ]
     personal = state.personal()
     ranking = personal.ranking if personal else None
 
@@ -502,14 +504,26 @@ def ranked(
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per line instead of a table.")
     ] = False,
+    status: Annotated[
+        list[Status] | None,
+        typer.Option(
+            "--status",
+            help="Papers with this decision (repeatable). Default: new, the papers still to decide.",
+            show_default=False,
+        ),
+    ] = None,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Every assessed paper, decided or not, however many.")
+    ] = False,
 ) -> None:
-    """Print the queue ordered by relevance (with the personal model once it has learned)."""
-    items, ranking = ranked_items(top, sort)
+    """Print the queue still to decide, ordered by relevance (with the personal model once it has
+    learned). Decided papers only with --status or --all."""
+    statuses = None if everything else (status or [Status.NEW])
+    items, ranking = ranked_items(None if everything else top, sort, statuses)
     if sort is not RankSort.RELEVANCE and (ranking is None or ranking.model is None):
         note = ranking.fit.note if ranking else "the personal model is not available"
-        err_console.print(
-            f"[yellow]No personal model yet ({escape(note)}): papers come by relevance.[/yellow]"
-        )
+        err_console.print(f"[yellow]No personal model yet: papers come by relevance.[/yellow] {escape(note)}")
+        sort = RankSort.RELEVANCE
     shown = {i.paper.id: ranking.score(i.paper.id) for i in items} if ranking and ranking.personal else None
     if as_json:
         for item in items:
@@ -519,11 +533,11 @@ def ranked(
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
     if not items:
-        console.print(
-            "No assessed papers yet: run 'triage tag'."
-            if sort is RankSort.RELEVANCE
-            else "No undecided assessed papers."
-        )
+        if not state.store.count(where={"relevance": {"$gte": 0.0}}):
+            console.print("No assessed papers yet: run 'triage tag'.")
+        else:
+            which = ", ".join(s.value for s in statuses) if statuses else "any"
+            console.print(f"No assessed papers with status {which}; --all shows every paper.")
         return
     stale = state.stale(items)
     marks = (
@@ -531,7 +545,14 @@ def ranked(
         if ranking is not None and sort is RankSort.DISAGREEMENT
         else {}
     )
-    title = f"Top {len(items)} {SORT_TITLES[sort]}"
+    which = (
+        ""
+        if statuses == [Status.NEW]
+        else f" ({', '.join(s.value for s in statuses)})"
+        if statuses
+        else " (all)"
+    )
+    title = f"{'All' if everything else 'Top'} {len(items)}{which} {SORT_TITLES[sort]}"
     if shown is not None and sort is RankSort.RELEVANCE:
         title += " (with what your decisions taught)"
     console.print(papers_table(items, title, width=console.width, stale=stale, shown=shown, marks=marks))

@@ -21,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from assistant.cache import cache_file, write_pickle
+from assistant.cache import cache_file, read_pickle, write_pickle
 from assistant.models import Paper, Status
 from assistant.selection import Selection
 from assistant.store import Store, list_names
@@ -197,8 +197,7 @@ class QueueIndex:
         index = cls(location=store.cache_key)
         path = index.cache_path(cache_dir)
         try:
-            with path.open("rb") as fh:
-                data = pickle.load(fh)
+            data = read_pickle(path)
             if data.get("version") == CACHE_VERSION and data.get("location") == index.location:
                 index.rows = {t[0]: Row(*t) for t in data["rows"]}
                 index.stamp = float(data["stamp"])

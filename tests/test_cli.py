@@ -108,3 +108,24 @@ def test_init_writes_an_agenda_that_parses() -> None:
     assert run("init").exit_code == 1
     result = run("agenda")
     assert "Multilingual" in result.output and "negative" in result.output
+
+
+def test_ranked_shows_the_papers_still_to_decide_unless_asked(isolated: Path) -> None:
+    """The README's recipe `triage ranked --json --top 8 | triage list add NAME -` must not file
+    a rejected paper: by default the queue is the undecided papers."""
+    assert run("demo", "--top", "3").exit_code == 0
+
+    def ids(*args: str) -> list[str]:
+        result = run("ranked", "--json", *args)
+        assert result.exit_code == 0, result.output
+        return [json.loads(line)["paper"]["id"] for line in result.output.splitlines()]
+
+    top = ids("--top", "4")
+    assert run("mark", top[0], "--reject").exit_code == 0
+    assert run("mark", top[1], "--accept").exit_code == 0
+    queue = ids("--top", "200")
+    assert top[0] not in queue and top[1] not in queue and queue[:2] == top[2:4]
+    assert ids("--status", "rejected") == [top[0]]
+    assert set(ids("--status", "accepted", "--status", "rejected")) == {top[0], top[1]}
+    assert len(ids("--all")) == len(sample_records())
+    assert "Top 2 (accepted, rejected)" in run("ranked", "--status", "accepted", "--status", "rejected").output

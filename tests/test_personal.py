@@ -133,6 +133,13 @@ def test_the_model_is_derived_state_rebuilt_from_the_store(demo: Path, isolated:
     cache = Path(isolated.parent / "home" / ".cache" / "triage" / "personal")
     files = list(cache.glob("*.pickle"))
     assert len(files) == 1
+    # Bytes overwritten inside the file (it still unpickles, with nonsense numbers in it).
+    data = bytearray(files[0].read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 20] = b"\x7f" * 20
+    files[0].write_bytes(bytes(data))
+    damaged = store_ranking(open_store())
+    assert any("could not be read" in n for n in damaged.notes)
+    np.testing.assert_allclose(damaged.ranking.blended, first.ranking.blended)
     files[0].write_bytes(b"not a pickle")
     again = store_ranking(open_store())
     assert any("could not be read" in n for n in again.notes)

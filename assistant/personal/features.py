@@ -10,7 +10,6 @@ index, the cache is derived state: deleting it costs one rebuild.
 from __future__ import annotations
 
 import hashlib
-import pickle
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from assistant.cache import cache_file, write_pickle
+from assistant.cache import cache_file, read_pickle, write_pickle
 from assistant.store import Store
 
 CACHE_VERSION = 2
@@ -77,8 +76,7 @@ class TextFeatures:
         if not path.exists():
             return features, None
         try:
-            with path.open("rb") as fh:
-                data = pickle.load(fh)
+            data = read_pickle(path)
             if data.get("version") != CACHE_VERSION or data.get("location") != features.location:
                 return features, None
             features.ids = list(data["ids"])
