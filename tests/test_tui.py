@@ -533,3 +533,37 @@ def test_decisions_retrain_the_personal_model_and_the_queue_follows(
         assert values == sorted(values)
 
     drive(app, script)
+
+
+def test_the_cursor_opens_on_the_top_of_the_blended_queue(assessed: Settings, tmp_path: Path) -> None:
+    """Decisions made before the UI opens: once the model is ready the queue is re-ordered, and
+    a cursor left on the first row moves with it to the blend's top (pressing `a` at once must
+    accept the paper the queue puts first, not the engine's first)."""
+    store = reopen(assessed)
+    items = sorted(
+        (i for i in store.iter_all() if i.assessment),
+        key=lambda i: -(i.assessment.relevance if i.assessment else 0),
+    )
+    wanted = [
+        i.paper.id
+        for i in items
+        if "knowledge" in i.paper.document.lower() or "fact" in i.paper.document.lower()
+    ]
+    for item in items[:14]:
+        store.set_status([item.paper.id], Status.ACCEPTED if item.paper.id in wanted else Status.REJECTED)
+    store.set_status(
+        [pid for pid in wanted if pid not in {i.paper.id for i in items[:14]}][:4], Status.ACCEPTED
+    )
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        if app.ranking is None or not app.ranking.personal:
+            pytest.skip("these decisions taught the model nothing")
+        assert app.table.cursor_row == 0
+        assert app.current_id() == app.shown[0]
+        key = sort_key(Sort.RELEVANCE, app.ranking)
+        best = min((r for r in app.index.rows.values() if r.status is Status.NEW), key=key)
+        assert app.current_id() == best.id
+
+    drive(app, script)

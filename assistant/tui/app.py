@@ -453,7 +453,10 @@ class ReviewApp(App[None]):
         for note in notes:
             self.notify(note, timeout=6)
         if ranking.personal or (before is not None and before.personal):
-            self.reload()
+            # The first blended order replaces the engine's: if the researcher has not moved
+            # off the first row, the top of the blended queue is where the cursor belongs.
+            first = before is None or not before.personal
+            self.reload(keep_current=not (first and self.table.cursor_row == 0))
         else:
             self.update_summary()
 
