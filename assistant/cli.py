@@ -251,6 +251,10 @@ def run_ingest(paths: list[Path], fmt: str | None) -> list[FileReport]:
 NOTES_SHOWN = 10
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def print_ingest(reports: list[FileReport]) -> None:
     console.print(ingest_table(reports))
     for report in reports:
@@ -319,16 +323,27 @@ def ingest(
         reports.append(report)
     imported = list(dict.fromkeys(pid for r in reports for pid in r.ids))
     if imported and accept:
-        state.store.set_status(imported, Status.ACCEPTED, seed=True)
+        # Your own decisions stand: only papers still undecided take the library's accept.
+        decided = {i.paper.id: i.decision.status for i in state.store.get_many(imported)}
+        undecided = [pid for pid in imported if decided.get(pid, Status.NEW) is Status.NEW]
+        kept = [pid for pid in imported if pid not in undecided and decided.get(pid) is not Status.ACCEPTED]
+        if undecided:
+            state.store.set_status(undecided, Status.ACCEPTED, seed=True)
         console.print(
-            f"Marked {len(imported)} papers accepted: the personal model learns from them "
+            f"Marked {_count(len(undecided), 'paper')} accepted: the personal model learns from them "
             "('triage ranked' and 'triage review' show the queue it makes)."
         )
+        if kept:
+            err_console.print(
+                f"[yellow]note:[/yellow] {_count(len(kept), 'paper')} you had already decided otherwise "
+                f"kept your decision ({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}); "
+                "'triage mark ID --accept' changes it"
+            )
     if imported and list_name:
         lists = ReadingLists(state.store)
         chosen = lists.create(list_name, exist_ok=True)
         added = lists.add(chosen.name, imported)
-        console.print(f"Filed {added} papers into the reading list {escape(chosen.name)!r}.")
+        console.print(f"Filed {_count(added, 'paper')} into the reading list {escape(chosen.name)!r}.")
     if any(not r.ok for r in reports):
         raise typer.Exit(1)
 

@@ -183,6 +183,11 @@ def test_library_imported_with_accept_seeds_the_profile(demo: Path) -> None:
     seeded = next(r.id for r in rows if r.seed)
     assert run("mark", seeded, "--reject").exit_code == 0
     assert not Row.from_metadata(seeded, open_store().metadata([seeded])[0][1]).seed
+    # Importing the library again keeps that rejection: the researcher's own decision stands.
+    again = run("ingest", str(library), "--accept")
+    assert "Marked 0 papers accepted" in again.output and "1 paper you had already decided" in again.output
+    item = open_store().get(seeded)
+    assert item is not None and item.decision.status is Status.REJECTED
 
 
 def test_uncertain_and_disagreement_sorts(demo: Path) -> None:
