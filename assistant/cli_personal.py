@@ -79,8 +79,10 @@ def print_report(report: EvalReport) -> None:
     console.print(f"[bold]{escape(report.summary())}[/bold]")
     console.print(f"[dim]personal model: {escape(report.note)}[/dim]")
     console.print(
-        "[dim]Relevant = accepted or starred. The decided papers came from the top of the queue: "
-        "the engine's figures say how well it orders what it showed you, not what it missed.[/dim]"
+        "[dim]Relevant = accepted or starred. The figures rank your decided papers only: papers "
+        "you never saw do not count, so a paper the engine buried and you never met is not "
+        "measured. The model's choice line above is its own cross-validation over decisions taken "
+        "from the queue (accepts against maybes and rejections), a narrower test than this table.[/dim]"
     )
 
 
@@ -125,16 +127,19 @@ def suggest_agenda(
     """Suggest topics your agenda is missing, from accepted papers that every topic scored low.
     Prints agenda Markdown to paste into agenda.md; writes nothing."""
     rows, _ = _rows_and_topics()
+    agenda = state.agenda() if state.settings.agenda_path.exists() else None
+    negative = [t.name for t in agenda.topics if t.negative] if agenda else []
     texts, notes = load_features(state.store)
     for note in notes:
         err_console.print(f"[dim]note: {escape(note)}[/dim]")
-    found, uncovered = suggest(texts, rows, max_score, min_papers)
+    found, uncovered = suggest(texts, rows, max_score, min_papers, ignore=negative)
     if not any(r.status is Status.ACCEPTED or r.starred for r in rows):
         console.print("No accepted papers yet: suggestions come from papers you accept that no topic covers.")
         return
     if not found:
         console.print(
-            f"{uncovered} accepted papers score {max_score} or less on every topic"
+            f"{uncovered} accepted {'paper scores' if uncovered == 1 else 'papers score'} {max_score} "
+            "or less on every topic"
             + (
                 ": too few, or too different from each other, to suggest a topic."
                 if uncovered

@@ -128,4 +128,6 @@ def test_ranked_shows_the_papers_still_to_decide_unless_asked(isolated: Path) ->
     assert ids("--status", "rejected") == [top[0]]
     assert set(ids("--status", "accepted", "--status", "rejected")) == {top[0], top[1]}
     assert len(ids("--all")) == len(sample_records())
-    assert "Top 2 (accepted, rejected)" in run("ranked", "--status", "accepted", "--status", "rejected").output
+    assert (
+        "Top 2 (accepted, rejected)" in run("ranked", "--status", "accepted", "--status", "rejected").output
+    )

@@ -284,3 +284,21 @@ def test_precomputed_orders_match_the_queue_and_follow_rows_changed_meanwhile(de
     index.set_ranking(ranking, {Sort.RELEVANCE: list(order)}, version)
     fresh = [r.id for r in sorted(index.rows.values(), key=sort_key(Sort.RELEVANCE, ranking))]
     assert index.order(Sort.RELEVANCE) == fresh and fresh.index(newcomer.id) < 10
+
+
+def test_a_high_not_interested_score_does_not_cover_an_accepted_paper() -> None:
+    from types import SimpleNamespace
+
+    from assistant.personal.suggest import uncovered
+
+    def row(status: Status, **topics: int) -> SimpleNamespace:
+        return SimpleNamespace(id="p", status=status, starred=False, topics=topics)
+
+    rows = [
+        row(Status.ACCEPTED, Speech=1, Other=6),  # "Other" is the agenda's Not interested
+        row(Status.ACCEPTED, Speech=2, Other=0),
+        row(Status.ACCEPTED, Speech=7, Other=0),
+        row(Status.REJECTED, Speech=0, Other=0),
+    ]
+    assert len(uncovered(rows, 4)) == 1  # type: ignore[arg-type]
+    assert len(uncovered(rows, 4, ignore=["Other"])) == 2  # type: ignore[arg-type]

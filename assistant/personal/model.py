@@ -386,8 +386,9 @@ def fit(
         if result.calibrated:
             parts.insert(0, "engine calibrated to your decisions")
         result.note = (
-            f"{', '.join(parts)}; chosen on {result.cv_decided} decisions: held-out average "
-            f"precision {chosen:.2f} against {base:.2f} for the engine alone"
+            f"{', '.join(parts)}; chosen on {result.cv_decided} decisions: ranking your held-out "
+            f"accepts above the papers you passed over, average precision {chosen:.2f} against "
+            f"{base:.2f} for the engine alone"
         )
     return result
 

@@ -9,7 +9,7 @@ The suggestion is printed as agenda Markdown to paste; nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,8 +37,11 @@ class Suggestion:
         return "\n".join(lines)
 
 
-def uncovered(rows: Sequence[PaperState], low: int = LOW_SCORE) -> list[PaperState]:
-    """Accepted or starred papers, assessed, that no topic scored above `low`."""
+def uncovered(
+    rows: Sequence[PaperState], low: int = LOW_SCORE, ignore: Collection[str] = ()
+) -> list[PaperState]:
+    """Accepted or starred papers, assessed, that no topic scored above `low` (the topics in
+    `ignore`, such as "Not interested", do not cover a paper whatever they score)."""
     from assistant.models import Status
 
     return [
@@ -46,15 +49,19 @@ def uncovered(rows: Sequence[PaperState], low: int = LOW_SCORE) -> list[PaperSta
         for r in rows
         if (r.status is Status.ACCEPTED or (r.starred and r.status is not Status.REJECTED))
         and r.topics is not None
-        and max(r.topics.values(), default=0) <= low
+        and max((v for k, v in r.topics.items() if k not in ignore), default=0) <= low
     ]
 
 
 def suggest(
-    texts: TextFeatures, rows: Sequence[PaperState], low: int = LOW_SCORE, min_papers: int = 2
+    texts: TextFeatures,
+    rows: Sequence[PaperState],
+    low: int = LOW_SCORE,
+    min_papers: int = 2,
+    ignore: Collection[str] = (),
 ) -> tuple[list[Suggestion], int]:
     """Suggested topics, largest group first, and how many accepted papers were uncovered."""
-    missing = uncovered(rows, low)
+    missing = uncovered(rows, low, ignore)
     if len(missing) < min_papers or texts.tfidf is None:
         return [], len(missing)
     words, vectors = texts.rows([r.id for r in missing])
