@@ -27,6 +27,7 @@ from rich.table import Table
 
 from assistant import __version__
 from assistant.agenda import Agenda, example_agenda_text, load_agenda
+from assistant.cache import cache_file
 from assistant.config import Settings, default_config_path, load_settings
 from assistant.errors import DiskFullError, TriageError, disk_full, is_disk_full, is_read_only, read_only
 from assistant.ingest import PARSERS, FileReport, ingest_arxiv, ingest_files
@@ -344,6 +345,9 @@ def ingest(
         chosen = lists.create(list_name, exist_ok=True)
         added = lists.add(chosen.name, imported)
         console.print(f"Filed {_count(added, 'paper')} into the reading list {escape(chosen.name)!r}.")
+    new = sum(r.new for r in reports)
+    if new:
+        err_console.print(f"[dim]{_count(new, 'new paper')}: 'triage tag' assesses them for the queue.[/dim]")
     if any(not r.ok for r in reports):
         raise typer.Exit(1)
 
@@ -443,6 +447,10 @@ def doctor() -> None:
         if personal is not None:
             fit = personal.ranking.fit
             row("personal model", True if fit.personal else None, f"{fit.decided} decisions: {fit.note}")
+        else:
+            row("personal model", None, "not available (see the note above); the engine ranks alone")
+        cache = cache_file("personal", state.store.cache_key).parent.parent
+        row("caches", True, f"{cache} (derived from the store: safe to delete, rebuilt when needed)")
     if settings.llm_configured:
         where = settings.openai_base_url or "OpenAI"
         row("LLM", True, f"{where}, model {settings.model or '(default)'}")

@@ -26,6 +26,11 @@ def _rows_and_topics() -> tuple[list[Row], list[str]]:
     return rows, [t.name for t in agenda.topics] if agenda else []
 
 
+def _negative_topics() -> list[str]:
+    agenda = state.agenda() if state.settings.agenda_path.exists() else None
+    return [t.name for t in agenda.topics if t.negative] if agenda else []
+
+
 def _cell(value: float | None, percent: bool = False) -> str:
     if value is None:
         return "[dim]-[/dim]"
@@ -104,6 +109,7 @@ def eval_cmd(
             rows,
             topics,
             on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+            negative=_negative_topics(),
         )
     if as_json:
         sys.stdout.write(json.dumps(dataclasses.asdict(report) | {"summary": report.summary()}) + "\n")
@@ -127,8 +133,7 @@ def suggest_agenda(
     """Suggest topics your agenda is missing, from accepted papers that every topic scored low.
     Prints agenda Markdown to paste into agenda.md; writes nothing."""
     rows, _ = _rows_and_topics()
-    agenda = state.agenda() if state.settings.agenda_path.exists() else None
-    negative = [t.name for t in agenda.topics if t.negative] if agenda else []
+    negative = _negative_topics()
     texts, notes = load_features(state.store)
     for note in notes:
         err_console.print(f"[dim]note: {escape(note)}[/dim]")

@@ -11,7 +11,7 @@ there, not how much it missed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -138,7 +138,9 @@ def evaluate(
     rows: Sequence[PaperState],
     agenda_topics: Sequence[str] = (),
     on_progress: Callable[[int, int], None] | None = None,
+    negative: Collection[str] = (),
 ) -> EvalReport:
+    """`negative` names topics that score what the researcher does not want."""
     ids = [r.id for r in rows]
     names = topic_names(rows, agenda_topics)
     engine = np.array([r.relevance if r.relevance is not None else np.nan for r in rows], dtype=np.float64)
@@ -165,7 +167,14 @@ def evaluate(
     )
     relevant = accepted[decided]
     report.rankers.append(metrics("engine", engine[decided], relevant))
-    report.topics = [metrics(name, topics[decided, j], relevant) for j, name in enumerate(names)]
+    # A negative topic ("Not interested") is measured the right way round: a high score should
+    # mean a paper you pass over.
+    report.topics = [
+        metrics(f"{name} (reversed)", -topics[decided, j], relevant)
+        if name in negative
+        else metrics(name, topics[decided, j], relevant)
+        for j, name in enumerate(names)
+    ]
     for low, high in BUCKETS:
         inside = decided[(engine[decided] >= low) & (engine[decided] < high)]
         report.calibration.append(Bucket(low, min(high, 10.0), len(inside), int(accepted[inside].sum())))

@@ -90,7 +90,7 @@ class Explanation:
             head = f"leave it at #{self.place} of {self.of}"
         out = [f"{head}; score {self.score:.1f} (engine {self.engine_score:.1f})"]
         if self.chance is not None:
-            out.append(f"papers the engine scores like this: {self.chance:.0%} accepted by you")
+            out.append(f"papers the engine scores like this: an estimated {self.chance:.0%} accepted by you")
         for label, group in (("nearest accepted", self.accepted), ("nearest rejected", self.rejected)):
             if group:
                 out.append(
