@@ -12,6 +12,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import httpx
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -29,7 +30,15 @@ from assistant import __version__
 from assistant.agenda import Agenda, example_agenda_text, load_agenda
 from assistant.cache import cache_file
 from assistant.config import Settings, default_config_path, load_settings
-from assistant.errors import DiskFullError, TriageError, disk_full, is_disk_full, is_read_only, read_only
+from assistant.errors import (
+    DiskFullError,
+    StoreError,
+    TriageError,
+    disk_full,
+    is_disk_full,
+    is_read_only,
+    read_only,
+)
 from assistant.ingest import PARSERS, FileReport, ingest_arxiv, ingest_files
 from assistant.ingest.arxiv import ArxivClient
 from assistant.lists import ReadingLists
@@ -150,6 +159,11 @@ def user_errors(func: F) -> F:
                 error: TriageError = _disk_full()
             elif is_read_only(exc):
                 error = read_only(state.settings.store_location)
+            elif isinstance(exc, httpx.TimeoutException):
+                error = StoreError(
+                    f"the Chroma server at {state.settings.store_location} did not answer in time: check "
+                    "it is running and has room on its disk (restart it if it stays stuck)"
+                )
             else:
                 raise
             err_console.print(f"[bold red]error:[/bold red] {escape(str(error))}")

@@ -23,6 +23,7 @@ from typing import Any, cast
 from urllib.parse import urlparse
 
 import chromadb
+import httpx
 import platformdirs
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
@@ -933,7 +934,16 @@ def _http_client(url: str) -> ClientAPI:
         raise StoreError(f"invalid Chroma URL {url!r}: expected e.g. http://127.0.0.1:8000")
     ssl = parsed.scheme == "https"
     port = parsed.port or (443 if ssl else 8000)
-    return chromadb.HttpClient(host=parsed.hostname, port=port, ssl=ssl, settings=_chroma_settings())
+    client = chromadb.HttpClient(host=parsed.hostname, port=port, ssl=ssl, settings=_chroma_settings())
+    # Chroma's client waits for ever; a server that stopped answering (one seen stuck after its
+    # disk filled) must end the command with a message instead.
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if session is not None and hasattr(session, "timeout"):
+        session.timeout = httpx.Timeout(SERVER_TIMEOUT, connect=10.0)
+    return client
+
+
+SERVER_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one request
 
 
 def _forget_client(path: Path) -> None:

@@ -8,13 +8,15 @@ import json
 import os
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from assistant.models import Paper
-from conftest import SAMPLE, sample_records, write_lines
+from conftest import SAMPLE, free_port, sample_records, write_lines
 
 
 def _mount(*args: str) -> bool:
@@ -104,3 +106,44 @@ def test_a_read_only_store_reads_and_says_why_it_cannot_write(small_disk: Path, 
         assert result.exit_code == 1 and "is read-only" in result.output and "Traceback" not in result.output
     finally:
         subprocess.run(["umount", "-l", str(view)], check=False)
+
+
+def test_a_full_disk_under_a_chroma_server(small_disk: Path, tmp_path: Path) -> None:
+    """The server's disk fills: its errors come over HTTP, and the commands say the same."""
+    exe = Path(sys.executable).parent / "chroma"
+    port = free_port()
+    log = open(tmp_path / "server.log", "wb")
+    server = subprocess.Popen(
+        [str(exe), "run", "--path", str(small_disk / "data"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(150):
+            try:
+                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+
+        def triage(*args: str) -> subprocess.CompletedProcess[str]:
+            return invoke(tmp_path / "unused", "--chroma-url", url, *args)
+
+        assert triage("ingest", str(SAMPLE)).exit_code == 0
+        _fill(small_disk)
+        more = write_lines(
+            tmp_path / "more.jsonl", [json.dumps({"title": f"Paper {i} on adapters"}) for i in range(50)]
+        )
+        result = triage("ingest", str(more))
+        assert result.exit_code == 1 and "is full" in result.output and "Traceback" not in result.output
+        pid = Paper.create(title=str(sample_records()[0]["title"])).id
+        result = triage("mark", pid, "--accept")
+        assert result.exit_code == 1 and "is full" in result.output and "Traceback" not in result.output
+        # Reads while the disk is full, and anything after it is freed, are the server's own
+        # business: chroma 1.5 was seen to stop answering after failed writes (the client then
+        # ends with a message after its timeout instead of waiting for ever).
+    finally:
+        server.terminate()
+        server.wait(10)
+        log.close()
