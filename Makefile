@@ -28,7 +28,8 @@ lint: $(VENV)/.dev
 
 bench: $(VENV)/.dev
 	$(BIN)/python bench/ingest.py && $(BIN)/python bench/search.py && \
-	$(BIN)/python bench/tagging.py && $(BIN)/python bench/ranking.py && $(BIN)/python bench/learning.py
+	$(BIN)/python bench/tagging.py && $(BIN)/python bench/ranking.py && $(BIN)/python bench/learning.py && \
+	$(BIN)/python bench/drills.py
 
 clean:
 	rm -rf $(VENV) store/chroma.sqlite3 store/*/ agenda.md
