@@ -39,7 +39,7 @@ from assistant.errors import (
     is_read_only,
     read_only,
 )
-from assistant.ingest import PARSERS, FileReport, ingest_arxiv, ingest_files
+from assistant.ingest import PARSERS, FileReport, ingest_arxiv, ingest_files, last_import, record_import
 from assistant.ingest.arxiv import ArxivClient
 from assistant.lists import ReadingLists
 from assistant.models import Status, StoredPaper
@@ -87,7 +87,13 @@ class State:
     def store(self) -> Store:
         if self._store is None:
             if self.command in READING_COMMANDS:
-                self._store = Store.open_for_reading(self.settings)
+                settings = self.settings
+                if not settings.chroma_url and not (settings.store / "chroma.sqlite3").exists():
+                    raise StoreError(
+                        f"no store at {settings.store}: 'triage ingest FILE' makes one "
+                        "('triage demo' imports a sample), or point --store / TRIAGE_STORE at yours"
+                    )
+                self._store = Store.open_for_reading(settings)
                 if self._store.snapshot:
                     err_console.print(
                         f"[yellow]note:[/yellow] {self._store.snapshot}: reading a temporary copy of the "
@@ -336,6 +342,7 @@ def ingest(
             )
         print_ingest([report])
         reports.append(report)
+    record_import(state.store, reports)
     imported = list(dict.fromkeys(pid for r in reports for pid in r.ids))
     if imported and accept:
         # Your own decisions stand: only papers still undecided take the library's accept.
@@ -435,8 +442,9 @@ def doctor() -> None:
         store = state.store
         row("store", True, f"{store.location} ({store.count()} papers)")
     except TriageError as exc:
-        ok = False
-        row("store", False, str(exc))
+        missing = str(exc).startswith("no store at")
+        ok = ok and missing
+        row("store", None if missing else False, str(exc))
     try:
         from assistant.embedding import MODEL_NAME, MiniLMEmbedder
 
@@ -456,7 +464,7 @@ def doctor() -> None:
         row("agenda", True, f"{settings.agenda_path} ({len(topics)} topics)")
     except TriageError as exc:
         row("agenda", None, str(exc))
-    if ok:
+    if ok and state._store is not None:
         personal = state.personal(quiet=True)
         if personal is not None:
             fit = personal.ranking.fit
@@ -664,6 +672,83 @@ def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage rank
     if p.abstract:
         console.print()
         console.print(escape(p.abstract))
+
+
+@app.command()
+@user_errors
+def rm(
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="Paper ids ('-' reads ids or JSON lines from stdin).", show_default=False),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="Papers that came only from this file (its name, as 'triage show' lists sources).",
+        ),
+    ] = None,
+    last: Annotated[bool, typer.Option("--last-import", help="The papers the last import made.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before deleting.")] = False,
+) -> None:
+    """Delete papers from the store, with their decisions, notes and assessments.
+
+    Undo a wrong import with --last-import (only the papers it made: papers it merged into
+    were there before and stay), or name the file with --source."""
+    store = state.store
+    chosen: list[str] = []
+    kept_elsewhere = 0
+    if ids:
+        from assistant.cli_lists import read_ids
+
+        chosen += read_ids(ids)
+    if source:
+        name = Path(source).name
+        for pid, meta in store.iter_metadata():
+            sources = [str(x) for x in meta.get("sources") or ()]
+            mine = [x for x in sources if x.split(":", 1)[-1] == name or x == source]
+            if mine and len(mine) == len(sources):
+                chosen.append(pid)
+            elif mine:
+                kept_elsewhere += 1
+    if last:
+        found = last_import(store)
+        if found is None:
+            raise TriageError(
+                "no import is recorded in this store (imports record what they made since this version)"
+            )
+        chosen += found[0]
+    if not (ids or source or last):
+        raise TriageError("nothing to delete: give paper ids, --source FILE or --last-import")
+    items = store.get_many(list(dict.fromkeys(chosen)))
+    if not items:
+        console.print("No such papers in the store: nothing deleted.")
+        return
+    decided = [i for i in items if i.decision.status is not Status.NEW or i.decision.note or i.decision.lists]
+    console.print(f"{_count(len(items), 'paper')} to delete:")
+    for item in items[:5]:
+        console.print(f"  {escape(item.paper.id)}  {escape(item.paper.title[:90])}")
+    if len(items) > 5:
+        console.print(f"  ... and {len(items) - 5} more")
+    if decided:
+        console.print(
+            f"[yellow]{_count(len(decided), 'paper')} of these carry your decision, note or lists.[/yellow]"
+        )
+    if kept_elsewhere:
+        console.print(
+            f"[dim]{_count(kept_elsewhere, 'paper')} from {escape(source or '')} also came from "
+            "other sources: kept.[/dim]"
+        )
+    if not yes:
+        if not sys.stdin.isatty():
+            raise TriageError("deleting needs confirmation: run it in a terminal, or add --yes")
+        if not typer.confirm("Delete them?", default=False):
+            console.print("Nothing deleted.")
+            return
+    removed = store.delete_papers([i.paper.id for i in items])
+    console.print(f"Deleted {_count(removed, 'paper')}.")
+    if last and removed:
+        store.set_value("last-import", None)
 
 
 @app.command()

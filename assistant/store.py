@@ -546,6 +546,20 @@ class Store:
             self.collection.update(ids=[keep_id], metadatas=[update])
         self.collection.delete(ids=[drop_id])
 
+    def delete_papers(self, ids: Sequence[str]) -> int:
+        """Remove papers (with their decisions, assessments and list memberships); returns how
+        many were there. Reading lists themselves stay."""
+        present = [i for i in dict.fromkeys(ids) if i]
+        found = 0
+        with self.write_lock():
+            for start in range(0, len(present), self._batch):
+                chunk = present[start : start + self._batch]
+                there = self.collection.get(ids=chunk, include=[])["ids"]
+                if there:
+                    self.collection.delete(ids=list(there))
+                    found += len(there)
+        return found
+
     def merge_log(self, paper_id: str) -> MergeLog | None:
         """The records merged into this paper from papers of another identity, if any."""
         metas = self.metadata([paper_id])

@@ -79,6 +79,12 @@ def test_search_prints_nearest_papers(tmp_path: Path) -> None:
 
 def test_user_mistakes_are_one_line_errors(tmp_path: Path) -> None:
     result = run("show", "arxiv:0000.00000")
+    # No store where --store points: reading commands say so instead of making an empty one.
+    assert result.exit_code == 1 and "no store at store" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "store").exists()
+    path = write_lines(tmp_path / "s.jsonl", [json.dumps(r) for r in sample_records(2)])
+    assert run("ingest", str(path)).exit_code == 0
+    result = run("show", "arxiv:0000.00000")
     assert result.exit_code == 1 and "no paper with id" in result.output and "Traceback" not in result.output
     result = run("tag")
     assert result.exit_code == 1 and "triage init" in result.output
@@ -131,3 +137,39 @@ def test_ranked_shows_the_papers_still_to_decide_unless_asked(isolated: Path) ->
     assert (
         "Top 2 (accepted, rejected)" in run("ranked", "--status", "accepted", "--status", "rejected").output
     )
+
+
+def test_rm_deletes_papers_and_undoes_the_last_import(tmp_path: Path) -> None:
+    """A wrong file imported: `rm --last-import` takes back what it made (not the papers it
+    merged into); `rm --source` and ids delete too; nothing goes without a confirmation."""
+    store = tmp_path / "store"
+    good = write_lines(tmp_path / "good.jsonl", [json.dumps(r) for r in sample_records(10)])
+    junk = write_lines(
+        tmp_path / "junk.jsonl",
+        [json.dumps({"title": f"| column {i} | row {i} | table junk |"}) for i in range(5)]
+        + [json.dumps(sample_records(1)[0])],  # a paper already stored: merged, not made
+    )
+
+    def triage(*args: str):  # type: ignore[no-untyped-def]
+        return runner.invoke(app, ["--store", str(store), *args], env={"COLUMNS": "160"})
+
+    assert triage("ingest", str(good)).exit_code == 0
+    assert triage("ingest", str(junk)).exit_code == 0
+    assert "15 papers" in triage("stats").output.replace("│", " ") or "15" in triage("stats").output
+    refused = triage("rm", "--last-import")
+    assert refused.exit_code == 1 and "add --yes" in refused.output
+    done = triage("rm", "--last-import", "--yes")
+    assert done.exit_code == 0 and "Deleted 5 papers" in done.output
+    remaining = [json.loads(line)["paper"] for line in triage("export", "-f", "jsonl").stdout.splitlines()]
+    assert len(remaining) == 10
+    again = triage("rm", "--last-import", "--yes")
+    assert again.exit_code == 1 and "no import is recorded" in again.output
+    first = next(p["id"] for p in remaining if p["sources"] == ["jsonl:good.jsonl"])
+    assert triage("mark", first, "--accept").exit_code == 0
+    one = triage("rm", first, "--yes")
+    assert "1 paper of these carry your decision" in one.output and "Deleted 1 paper." in one.output
+    by_source = triage("rm", "--source", str(good), "--yes")
+    # The paper junk.jsonl also brought stays: only papers that came from that file alone go.
+    assert "Deleted 8 papers" in by_source.output and "also came from other sources: kept" in by_source.output
+    (left,) = [json.loads(line) for line in triage("export", "-f", "jsonl").stdout.splitlines()]
+    assert set(left["paper"]["sources"]) == {"jsonl:good.jsonl", "jsonl:junk.jsonl"}

@@ -64,6 +64,7 @@ class FileReport:
     restored: int = 0  # papers whose decision or assessment a full JSONL record restored
     notes: list[str] = field(default_factory=list)  # records stored with a field cut to size
     ids: list[str] = field(default_factory=list)  # the stored papers its records went to
+    created: list[str] = field(default_factory=list)  # the papers this file made (not merged into)
 
     @property
     def ok(self) -> bool:
@@ -205,6 +206,7 @@ def store_papers(
             if paper.id in created:
                 created.discard(paper.id)
                 report.new += 1
+                report.created.append(paper.id)
             elif paper.id in changed or paper.id in upserted.new:
                 report.merged += 1
             else:
@@ -235,3 +237,28 @@ def ingest_arxiv(
     store_papers(store, result.papers, report, on_progress)
     report.seconds = time.perf_counter() - start
     return report
+
+
+LAST_IMPORT = "last-import"
+
+
+def record_import(store: Store, reports: list[FileReport]) -> None:
+    """Remember which papers this import made, for `triage rm --last-import`."""
+    created = [pid for r in reports for pid in r.created]
+    if created:
+        store.set_value(
+            LAST_IMPORT,
+            {"at": time.time(), "files": [r.path for r in reports if r.created], "created": created},
+        )
+
+
+def last_import(store: Store) -> tuple[list[str], list[str], float] | None:
+    """(papers made, files, when) of the last import that made any, if it is known."""
+    value = store.get_value(LAST_IMPORT)
+    if not isinstance(value, dict) or not isinstance(value.get("created"), list):
+        return None
+    return (
+        [str(i) for i in value["created"]],
+        [str(f) for f in value.get("files", [])],
+        float(value.get("at", 0)),
+    )
