@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from assistant.agenda import Agenda
 from assistant.cli import app, err_console, state, user_errors
+from assistant.digest import MATCH
 from assistant.digest import build as build_digest
 from assistant.digest import render as render_digest
 from assistant.errors import TriageError
@@ -202,16 +203,19 @@ def select(selection: Selection, query: str | None, limit: int | None) -> list[S
 def digest(
     since: Annotated[str, typer.Option(help="New since: an age (7d, 2w, 1m) or a date (2024-05-01).")] = "7d",
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="At most N papers per topic.")] = 5,
+    min_score: Annotated[
+        int, typer.Option("--min-score", min=0, max=10, help="A topic score (0-10) that counts as a match.")
+    ] = MATCH,
     output: OutputOption = None,
 ) -> None:
     """A Markdown digest of the best new papers per agenda topic, for a cron job or an email.
 
-    New means added to the store on or after the date; rejected papers are left out.
+    New means added to the store on or after the date and not decided yet.
     """
     day: date = parse_when(since)
     agenda = optional_agenda()
-    kept = Selection(statuses=tuple(s for s in Status if s is not Status.REJECTED))
-    result = build_digest(state.store.iter_all(kept.where()), agenda, day, top, queue_shift())
+    kept = Selection(statuses=(Status.NEW,))
+    result = build_digest(state.store.iter_all(kept.where()), agenda, day, top, queue_shift(), min_score)
     text = render_digest(result, agenda)
     papers = len({i.paper.id for entries in result.topics.values() for i, _ in entries})
     emit(text, output, papers, f"digest of {len(result.new)} new since {day.isoformat()}")

@@ -1,8 +1,9 @@
 """The digest: a Markdown page of the best new papers per agenda topic, for a cron job or an email.
 
 A paper is new when it was added to the store on or after the date (a paper stored before
-`added_at` was recorded counts by its own date). Rejected papers are left out. Under each topic,
-the new papers that score at least 1 on it, best first; a paper can appear under several topics.
+`added_at` was recorded counts by its own date) and is still undecided: a paper accepted or
+rejected since has been seen. Under each topic, the new papers that match it (a score of at
+least `min_score`, 5 by default), best first; a paper can appear under several topics.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
 
 from assistant.agenda import Agenda
 from assistant.export.common import topic_names, topic_score
@@ -24,10 +26,14 @@ def is_new(item: StoredPaper, since: date) -> bool:
     return day is not None and day >= since.year * 10000 + since.month * 100 + since.day
 
 
+MATCH = 5  # a topic score that is a real match (0-10)
+
+
 @dataclass
 class Digest:
     since: date
     top: int
+    min_score: int = MATCH
     new: list[StoredPaper] = field(default_factory=list)
     topics: dict[str, list[tuple[StoredPaper, TopicScore]]] = field(default_factory=dict)
     matching: dict[str, int] = field(default_factory=dict)
@@ -43,13 +49,15 @@ def build(
     since: date,
     top: int,
     shift: Callable[[StoredPaper], float] | None = None,
+    min_score: int = MATCH,
 ) -> Digest:
-    """The new papers per topic, best on it first. With `shift` (how far the personal model
-    moves a paper on the 0-10 scale in the queue), a topic's score is moved as much."""
-    new = [i for i in items if i.decision.status is not Status.REJECTED and is_new(i, since)]
-    result = Digest(since=since, top=top, new=new)
+    """The new undecided papers per topic that match it, best on it first. With `shift` (how
+    far the personal model moves a paper on the 0-10 scale in the queue), a topic's score is
+    moved as much."""
+    new = [i for i in items if i.decision.status is Status.NEW and is_new(i, since)]
+    result = Digest(since=since, top=top, new=new, min_score=min_score)
     for name in topic_names(agenda, new):
-        scored = [(i, s) for i in new if (s := topic_score(i, name)) is not None and s.score >= 1]
+        scored = [(i, s) for i in new if (s := topic_score(i, name)) is not None and s.score >= min_score]
         scored.sort(
             key=lambda e: (
                 -(e[1].score + (shift(e[0]) if shift else 0.0)),
@@ -69,13 +77,16 @@ def render(digest: Digest, agenda: Agenda | None) -> str:
     if not digest.new:
         return "\n".join([*lines, f"Nothing new since {since}.", ""])
     n = len(digest.new)
-    counts = f"{n} new paper{'s' if n != 1 else ''} since {since}"
+    counts = f"{n} new undecided paper{'s' if n != 1 else ''} since {since}"
     if digest.unassessed:
         counts += f" ({digest.unassessed} not assessed yet: 'triage tag' assesses them)"
-    where = f" of the agenda {md(agenda.path)}" if agenda else ""
-    lines += [f"{counts}; the best {digest.top} per topic{where}.", ""]
+    where = f" of the agenda {md(Path(agenda.path).name)}" if agenda and agenda.path else ""
+    lines += [
+        f"{counts}; per topic{where}, the best {digest.top} of those scoring {digest.min_score} or more.",
+        "",
+    ]
     if not digest.topics:
-        lines += ["None of them scores on an agenda topic.", ""]
+        lines += [f"None of them scores {digest.min_score} or more on an agenda topic.", ""]
     for name, entries in digest.topics.items():
         matching = digest.matching[name]
         shown = f"best {len(entries)} of {matching}" if matching > len(entries) else f"{matching}"

@@ -64,21 +64,24 @@ def test_digest_has_the_best_new_papers_per_topic() -> None:
         stored("Gamma multilingual", 5),
         stored("Delta old news", 10, days_ago=30),
         stored("Epsilon rejected", 10, status=Status.REJECTED),
+        stored("Theta accepted already", 10, status=Status.ACCEPTED),
+        stored("Iota weak match", 3, 4),
         stored("Zeta not assessed yet", None),
         stored("Eta dated recently", 8, added=False, date_="2025-06-08"),
     ]
     text = render(build(items, agenda, NOW.date() - timedelta(days=7), top=2), agenda)
     assert text.startswith("# Paper digest: new since 2025-06-03\n")
-    assert "5 new papers since 2025-06-03 (1 not assessed yet" in text
+    assert "6 new undecided papers since 2025-06-03 (1 not assessed yet" in text
+    assert "the best 2 of those scoring 5 or more" in text
     html = MarkdownIt("commonmark").render(text)
     sections = re.findall(r"<h2>(.*?)</h2>", html)
-    assert sections == ["Multilingual models (best 2 of 4)", "Efficient fine-tuning (2)"]
+    assert sections == ["Multilingual models (best 2 of 4)", "Efficient fine-tuning (1)"]
     multilingual = html.split("<h2>")[1]
     assert multilingual.index("Alpha") < multilingual.index("Eta") and "Beta" not in multilingual
     assert "why Alpha multilingual &lt;b&gt;matters&lt;/b&gt;" in multilingual  # the reason, escaped
     efficient = html.split("<h2>")[2]
-    assert efficient.index("Beta") < efficient.index("Alpha")
-    for absent in ("Delta", "Epsilon", "Not interested", "never shown"):
+    assert "Beta" in efficient and "Alpha" not in efficient  # 1 on it: not a match
+    for absent in ("Delta", "Epsilon", "Theta", "Iota", "Not interested", "never shown"):
         assert absent not in text
     assert '<a href="https://example.org/Alp">' in html
 
@@ -88,7 +91,8 @@ def test_digest_says_when_nothing_is_new() -> None:
     text = render(build([stored("Old", 9, days_ago=40)], agenda, date(2025, 6, 1), top=5), agenda)
     assert text == "# Paper digest: new since 2025-06-01\n\nNothing new since 2025-06-01.\n"
     text = render(build([stored("New but off-topic", 0)], agenda, date(2025, 6, 1), top=5), agenda)
-    assert "1 new paper since 2025-06-01" in text and "None of them scores on an agenda topic." in text
+    assert "1 new undecided paper since 2025-06-01" in text
+    assert "None of them scores 5 or more on an agenda topic." in text
 
 
 def test_digest_command_writes_markdown(tmp_path: Path, embedded_settings: Settings) -> None:
