@@ -63,10 +63,13 @@ def papers_table(
         if marks and item.paper.id in marks:
             status += f" {marks[item.paper.id]}"
         if wide:
-            tags = ", ".join(a.tags[:4]) if a else ""
+            # The researcher's own tags first (bold), then the engine's.
+            own = item.decision.tags
+            engine_tags = [t for t in (a.tags if a else []) if t not in own][: max(0, 4 - len(own))]
+            tags = ", ".join([*(f"[bold]{escape(t)}[/bold]" for t in own), *(escape(t) for t in engine_tags)])
             by = ((a.model if a.engine == "llm" else a.engine) or "") if a else ""
             by = escape(by) + (" [yellow]stale[/yellow]" if item.paper.id in stale else "")
-            table.add_row(str(rank), score_cell, title_cell, escape(tags), status, by, item.paper.id)
+            table.add_row(str(rank), score_cell, title_cell, tags, status, by, item.paper.id)
         else:
             if item.paper.id in stale:
                 status += " [yellow]stale[/yellow]"

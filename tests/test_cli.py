@@ -173,3 +173,14 @@ def test_rm_deletes_papers_and_undoes_the_last_import(tmp_path: Path) -> None:
     assert "Deleted 8 papers" in by_source.output and "also came from other sources: kept" in by_source.output
     (left,) = [json.loads(line) for line in triage("export", "-f", "jsonl").stdout.splitlines()]
     assert set(left["paper"]["sources"]) == {"jsonl:good.jsonl", "jsonl:junk.jsonl"}
+
+
+def test_ranked_shows_the_researchers_own_tags(isolated: Path) -> None:
+    from assistant.config import load_settings
+    from assistant.store import Store
+
+    assert run("demo", "--top", "3").exit_code == 0
+    first = json.loads(run("ranked", "--json", "--top", "1").output.splitlines()[0])["paper"]["id"]
+    Store.open(load_settings(store=isolated / "store")).update_decision(first, tags=["for-thesis"])
+    assert "for-thesis" in run("ranked", "--top", "3").output
+    assert "your tags for-thesis" in run("show", first).output
