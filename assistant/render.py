@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
@@ -80,14 +81,20 @@ def papers_table(
 def ingest_table(reports: Sequence[FileReport]) -> Table:
     table = Table(title="Import", title_justify="left")
     for name in ("file", "format", "parsed", "new", "merged", "unchanged", "skipped", "time"):
-        table.add_column(name, justify="left" if name in ("file", "format") else "right")
-    for r in reports:
+        if name == "file":  # the file's name, whole; the folder only where there is room
+            table.add_column(name, justify="left", overflow="fold", ratio=1)
+        else:
+            table.add_column(name, justify="left" if name == "format" else "right", no_wrap=True)
+    names = [Path(r.path).name if not r.path.startswith("arXiv API") else r.path for r in reports]
+    # Two files of the same name from different folders keep their folders.
+    shown = [r.path if names.count(n) > 1 else n for r, n in zip(reports, names, strict=True)]
+    for r, name in zip(reports, shown, strict=True):
         if r.error:
-            table.add_row(escape(r.path), "-", "-", "-", "-", "-", "[red]failed[/red]", "-")
+            table.add_row(escape(name), "-", "-", "-", "-", "-", "[red]failed[/red]", "-")
             continue
         skipped = f"[yellow]{len(r.skipped)}[/yellow]" if r.skipped else "0"
         table.add_row(
-            escape(r.path),
+            escape(name),
             r.format or "-",
             str(r.parsed),
             str(r.new),
