@@ -417,6 +417,21 @@ def stats() -> None:
     console.print(table)
 
 
+def _probe_llm(settings: Settings) -> tuple[bool, str]:
+    """Ask the endpoint for its models (no tokens spent): is it there, and does it take the key?"""
+    base = (settings.openai_base_url or "https://api.openai.com/v1").rstrip("/")
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "not-needed"
+    try:
+        response = httpx.get(f"{base}/models", headers={"Authorization": f"Bearer {key}"}, timeout=5.0)
+    except httpx.HTTPError as exc:
+        return False, f"cannot reach it ({type(exc).__name__})"
+    if response.status_code in (401, 403):
+        return False, f"it refused the API key (HTTP {response.status_code})"
+    if response.status_code >= 400 and response.status_code != 404:
+        return False, f"it answered HTTP {response.status_code}"
+    return True, "answers"
+
+
 def _version_of(dist: str) -> str:
     try:
         return metadata.version(dist)
@@ -475,7 +490,18 @@ def doctor() -> None:
         row("caches", True, f"{cache} (derived from the store: safe to delete, rebuilt when needed)")
     if settings.llm_configured:
         where = settings.openai_base_url or "OpenAI"
-        row("LLM", True, f"{where}, model {settings.model or '(default)'}")
+        reached, why = _probe_llm(settings)
+        ok = ok and reached
+        row("LLM", reached, f"{where}, model {settings.model or '(default)'}: {why}")
+        if state._store is not None:
+            items = list(state.store.iter_all({"relevance": {"$gte": 0.0}}))
+            failed = state.store.count(where={"failed": True})
+            stale = len(state.stale(items)) if settings.agenda_path.exists() else 0
+            row(
+                "assessments",
+                None if stale or failed else True,
+                f"{len(items)} assessed, {stale} stale, {failed} failed",
+            )
     else:
         row("LLM", None, "not configured (set OPENAI_API_KEY / OPENAI_BASE_URL); the offline engine is used")
     row(

@@ -184,3 +184,19 @@ def test_ranked_shows_the_researchers_own_tags(isolated: Path) -> None:
     Store.open(load_settings(store=isolated / "store")).update_decision(first, tags=["for-thesis"])
     assert "for-thesis" in run("ranked", "--top", "3").output
     assert "your tags for-thesis" in run("show", first).output
+
+
+def test_doctor_probes_the_llm_endpoint(isolated: Path) -> None:
+    """The LLM row used to say ok whatever the endpoint did: it now asks it (the models list)."""
+    from fake_llm import FakeLLM
+
+    from conftest import free_port
+
+    assert run("demo", "--top", "3").exit_code == 0
+    with FakeLLM() as fake:
+        up = runner.invoke(app, ["doctor"], env={"COLUMNS": "200", "OPENAI_BASE_URL": fake.url})
+    assert up.exit_code == 0, up.output
+    assert "answers" in up.output and "87 assessed, 0 stale, 0 failed" in up.output
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    down = runner.invoke(app, ["doctor"], env={"COLUMNS": "200", "OPENAI_BASE_URL": dead})
+    assert down.exit_code == 1 and "cannot reach it" in down.output
