@@ -53,6 +53,29 @@ class Agenda:
     def positive(self) -> tuple[Topic, ...]:
         return tuple(t for t in self.topics if not t.negative)
 
+    def warnings(self) -> list[str]:
+        """What parses but will not rank well: a title alone, topics without a description."""
+        out: list[str] = []
+        named = [t for t in self.topics if not t.negative]
+        if len(self.topics) == 1 and not self.topics[0].description:
+            out.append(
+                f"{self.path}: the agenda is its title alone ({self.topics[0].name!r}): write a '## Topic' "
+                "heading per research interest with a few sentences each (triage init writes a starter)"
+            )
+        else:
+            for t in named:
+                if not t.description:
+                    out.append(
+                        f"{self.path}:{t.line}: topic {t.name!r} has no description: it is matched by "
+                        "its name alone; a few sentences under the heading rank far better"
+                    )
+        if len(self.topics) == 1 and self.topics[0].description and not self.topics[0].named:
+            out.append(
+                f"{self.path}: no '## Topic' headings: the whole file is one topic (fine for one interest; "
+                "a heading per interest gives a score per interest)"
+            )
+        return out
+
     @property
     def negative(self) -> Topic | None:
         return next((t for t in self.topics if t.negative), None)

@@ -417,6 +417,29 @@ def stats() -> None:
     console.print(table)
 
 
+COMMON_SHARE = 0.2  # a word in more than this share of the store's papers tells none apart
+
+
+def _common_words(text: str) -> list[str]:
+    """Words of `text` that are in more than COMMON_SHARE of the store's papers."""
+    import math
+
+    from assistant.personal import load_features
+
+    texts, _ = load_features(state.store)
+    if texts.tfidf is None or not texts.fitted_on:
+        return []
+    vocabulary, idf, n = texts.tfidf.vocabulary_, texts.tfidf.idf_, texts.fitted_on
+    analyzer = texts.tfidf.build_analyzer()
+    out = []
+    for word in dict.fromkeys(w for w in analyzer(text) if " " not in w):
+        if word in vocabulary:
+            df = (1 + n) / math.exp(idf[vocabulary[word]] - 1) - 1
+            if df > COMMON_SHARE * n:
+                out.append(word)
+    return out
+
+
 def _probe_llm(settings: Settings) -> tuple[bool, str]:
     """Ask the endpoint for its models (no tokens spent): is it there, and does it take the key?"""
     base = (settings.openai_base_url or "https://api.openai.com/v1").rstrip("/")
@@ -828,6 +851,22 @@ def agenda_cmd() -> None:
             escape(t.description) or "[dim](none)[/dim]",
         )
     console.print(table)
+    for warning in agenda.warnings():
+        err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    negative = agenda.negative
+    settings = state.settings
+    if (
+        negative is not None
+        and negative.description
+        and (settings.chroma_url or (settings.store / "chroma.sqlite3").exists())
+    ):
+        common = _common_words(negative.description)
+        if common:
+            err_console.print(
+                f"[yellow]warning:[/yellow] under {escape(negative.name)!r}, {escape(', '.join(common))} "
+                f"{'is' if len(common) == 1 else 'are'} in over a fifth of the papers in the store: such "
+                "words push down nearly every paper. Name what you do not want more narrowly."
+            )
 
 
 @app.command()

@@ -60,3 +60,13 @@ def test_only_not_interested_is_an_error() -> None:
 def test_missing_agenda_file_says_how_to_make_one(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="triage init"):
         load_agenda(tmp_path / "nope.md")
+
+
+def test_an_agenda_that_parses_but_will_rank_poorly_gets_warnings() -> None:
+    assert parse_agenda("## Speech\nDialect ASR.\n\n## Vision\nSegmentation.\n").warnings() == []
+    (title,) = parse_agenda("# My research\n", "a.md").warnings()
+    assert "the agenda is its title alone ('My research')" in title
+    (bare,) = parse_agenda("## Speech\nDialect ASR.\n\n## Vision\n", "a.md").warnings()
+    assert bare.startswith("a.md:4: topic 'Vision' has no description")
+    (one,) = parse_agenda("Papers on dialect speech recognition.\n", "a.md").warnings()
+    assert "no '## Topic' headings" in one

@@ -200,3 +200,17 @@ def test_doctor_probes_the_llm_endpoint(isolated: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
     down = runner.invoke(app, ["doctor"], env={"COLUMNS": "200", "OPENAI_BASE_URL": dead})
     assert down.exit_code == 1 and "cannot reach it" in down.output
+
+
+def test_agenda_warns_about_words_too_common_to_tell_papers_apart(isolated: Path) -> None:
+    assert run("demo", "--top", "3").exit_code == 0
+    agenda = isolated / "agenda.md"
+    text = agenda.read_text(encoding="utf-8")
+    quiet = run("agenda")
+    assert "push down nearly every paper" not in quiet.output
+    agenda.write_text(
+        text.replace("## Not interested\n", "## Not interested\nLanguage models.\n"), encoding="utf-8"
+    )
+    loud = " ".join(run("agenda").output.split())
+    warning = loud[loud.index("under 'Not interested'") :]
+    assert "models" in warning.split(" in over a fifth of the papers")[0]
