@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -21,19 +23,24 @@ class DiskFullError(StoreError):
     """The disk holding the store has no room for a write."""
 
 
-def is_disk_full(exc: BaseException) -> bool:
-    """Whether an error (from Chroma, SQLite or the OS) means the disk is full."""
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """The error and those it came from (its cause or context, and theirs)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, DiskFullError) or (isinstance(current, OSError) and current.errno == 28):
-            return True
-        text = str(current).lower()
-        if "disk is full" in text or "no space left on device" in text or "database or disk is full" in text:
-            return True
+        yield current
         current = current.__cause__ or current.__context__
-    return False
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an error (from Chroma, SQLite or the OS) means the disk is full."""
+    return any(
+        isinstance(e, DiskFullError)
+        or (isinstance(e, OSError) and e.errno == errno.ENOSPC)
+        or any(m in str(e).lower() for m in ("disk is full", "no space left on device"))
+        for e in _chain(exc)
+    )
 
 
 def disk_full(location: str, path: Path | None = None) -> DiskFullError:
@@ -57,17 +64,13 @@ class ReadOnlyError(StoreError):
 
 
 def is_read_only(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ReadOnlyError) or (isinstance(current, OSError) and current.errno in (13, 30)):
-            return True
-        text = str(current).lower()
-        if "readonly database" in text or "read-only file system" in text:
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    """Whether an error means the store cannot be written (a read-only mount, permissions)."""
+    return any(
+        isinstance(e, ReadOnlyError)
+        or (isinstance(e, OSError) and e.errno in (errno.EACCES, errno.EROFS))
+        or any(m in str(e).lower() for m in ("readonly database", "read-only file system"))
+        for e in _chain(exc)
+    )
 
 
 def read_only(location: str) -> ReadOnlyError:

@@ -535,15 +535,7 @@ class Store:
             update["added_at"] = added.isoformat()
         if assessment is not None and assessment is keep.assessment and keep.failure is not None:
             update.update({"failed_key": keep.failure[0], "failed_reason": keep.failure[1]})
-        if paper.document != keep.paper.document:
-            self.collection.update(
-                ids=[keep_id],
-                documents=[paper.document],
-                embeddings=self.embed([paper.document]),
-                metadatas=[update],
-            )
-        else:
-            self.collection.update(ids=[keep_id], metadatas=[update])
+        self._rewrite(paper, keep.paper.document, update)
         self.collection.delete(ids=[drop_id])
 
     def delete_papers(self, ids: Sequence[str]) -> int:
@@ -592,16 +584,20 @@ class Store:
             self.upsert_papers([record])
             new_log = MergeLog(base=log.base, entries=rest) if rest else None
             update = {**paper_metadata(restored), "merges": new_log.model_dump_json() if new_log else None}
-            if restored.document != current.document:
-                self.collection.update(
-                    ids=[paper_id],
-                    documents=[restored.document],
-                    embeddings=self.embed([restored.document]),
-                    metadatas=[update],
-                )
-            else:
-                self.collection.update(ids=[paper_id], metadatas=[update])
+            self._rewrite(restored, current.document, update)
             return restored, record
+
+    def _rewrite(self, paper: Paper, old_document: str, metadata: dict[str, Any]) -> None:
+        """Write a paper's metadata, and its text and embedding if the text changed."""
+        if paper.document == old_document:
+            self.collection.update(ids=[paper.id], metadatas=[metadata])
+            return
+        self.collection.update(
+            ids=[paper.id],
+            documents=[paper.document],
+            embeddings=self.embed([paper.document]),
+            metadatas=[metadata],
+        )
 
     def embed(self, texts: list[str]) -> list[Any]:
         """Embed texts with the store's embedder (for queries and agenda topics)."""

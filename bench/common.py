@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import platform
 import random
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,65 @@ def varied_records(n: int) -> list[dict[str, Any]]:
         rec["arxiv_id"] = f"25{i // 100000:02d}.{i % 100000:05d}"
         out.append(rec)
     return out
+
+
+def fill_sample(store: Any, n: int, seed: int = 0) -> list[str]:
+    """Add n papers made from the sample (titles numbered, so all distinct) with random vectors,
+    straight into the store's collection: for benches where nothing reads the vectors."""
+    import numpy as np
+
+    from assistant.models import Decision, Paper
+    from assistant.store import decision_metadata, paper_metadata
+
+    base = sample_records()
+    papers = []
+    for i in range(n):
+        r = base[i % len(base)]
+        papers.append(Paper.create(title=f"{r['title']} ({i})", abstract=r["abstract"], authors=r["authors"]))
+    metas = [
+        {k: v for k, v in {**paper_metadata(p), **decision_metadata(Decision())}.items() if v is not None}
+        for p in papers
+    ]
+    vectors = np.random.default_rng(seed).normal(size=(n, 384)).astype(np.float32)
+    store.collection.add(
+        ids=[p.id for p in papers],
+        documents=[p.document for p in papers],
+        embeddings=vectors,
+        metadatas=metas,
+    )
+    return [p.id for p in papers]
+
+
+class Endpoint:
+    """The fake endpoint (tests/fake_llm.py) in a process of its own, as a real one would be."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @property
+    def calls(self) -> int:
+        with urllib.request.urlopen(self.url.removesuffix("/v1") + "/stats", timeout=5) as resp:
+            return int(json.load(resp)["calls"])
+
+    def env(self) -> dict[str, str]:
+        """The environment that points `triage` at it."""
+        return {"OPENAI_BASE_URL": self.url, "OPENAI_API_KEY": "sk-bench", "TRIAGE_MODEL": "gpt-4o-mini"}
+
+
+@contextmanager
+def endpoint(latency: float, error_rate: float) -> Iterator[Endpoint]:
+    """Run the fake endpoint; its stderr is dropped (a client killed mid-request makes
+    http.server print a traceback)."""
+    cmd = [sys.executable, str(ROOT / "tests" / "fake_llm.py"), "--latency", str(latency)]
+    proc = subprocess.Popen(
+        [*cmd, "--error-rate", str(error_rate)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        yield Endpoint(proc.stdout.readline().strip())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def timed(func: Callable[[], Any]) -> tuple[float, Any]:

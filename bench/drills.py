@@ -45,20 +45,18 @@ import traceback
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from common import ROOT, console, report, sample_records, varied_records
+from common import console, endpoint, fill_sample, report, varied_records
 
 from assistant.agenda import example_agenda_text
 from assistant.config import load_settings
 from assistant.ingest import CHUNK as INGEST_CHUNK  # papers per dedupe + write
 from assistant.lists import ReadingLists
-from assistant.models import Decision, Paper, Status, normalize_title
-from assistant.store import Store, decision_metadata, paper_metadata
+from assistant.models import Status, normalize_title
+from assistant.store import Store
 
 ABSTRACT_WORDS = 12  # short abstracts: the embedder is the floor of every import
 STARTUP_S = 2.5  # about what `triage` takes to start and parse before it embeds
@@ -142,23 +140,7 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
 
 def fill(store: Store, n: int) -> list[str]:
     """n papers from the sample with random vectors (tagging never reads vectors)."""
-    base = sample_records()
-    papers = []
-    for i in range(n):
-        r = base[i % len(base)]
-        papers.append(Paper.create(title=f"{r['title']} ({i})", abstract=r["abstract"], authors=r["authors"]))
-    metas = [
-        {k: v for k, v in {**paper_metadata(p), **decision_metadata(Decision())}.items() if v is not None}
-        for p in papers
-    ]
-    vecs = np.random.default_rng(n).normal(size=(n, 384)).astype(np.float32)
-    store.collection.add(
-        ids=[p.id for p in papers],
-        documents=[p.document for p in papers],
-        embeddings=vecs,
-        metadatas=metas,  # type: ignore[arg-type]
-    )
-    return [p.id for p in papers]
+    return fill_sample(store, n, seed=n)
 
 
 def title_census(store: Store, titles: list[str]) -> tuple[int, int, int]:
@@ -175,34 +157,6 @@ def store_dir_bytes(path: Path) -> int:
 
 
 # -- the fake endpoint and the Chroma server -----------------------------------------
-
-
-class Endpoint:
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    @property
-    def calls(self) -> int:
-        with urllib.request.urlopen(self.url.removesuffix("/v1") + "/stats", timeout=5) as resp:
-            return int(json.load(resp)["calls"])
-
-    def env(self) -> dict[str, str]:
-        return {"OPENAI_BASE_URL": self.url, "OPENAI_API_KEY": "sk-drill", "TRIAGE_MODEL": "gpt-4o-mini"}
-
-
-@contextmanager
-def endpoint(latency: float, error_rate: float) -> Iterator[Endpoint]:
-    cmd = [sys.executable, str(ROOT / "tests" / "fake_llm.py"), "--latency", str(latency)]
-    # Its stderr is dropped: a client killed mid-request makes http.server print a traceback.
-    proc = subprocess.Popen(
-        [*cmd, "--error-rate", str(error_rate)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        yield Endpoint(proc.stdout.readline().strip())
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def free_port() -> int:

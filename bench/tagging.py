@@ -18,22 +18,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import subprocess
-import sys
 import tempfile
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
-from common import ROOT, report, sample_records, timed
+from common import Endpoint, endpoint, fill_sample, report, timed
 
 from assistant.agenda import example_agenda_text, parse_agenda  # noqa: E402
 from assistant.config import load_settings  # noqa: E402
-from assistant.models import Decision, Paper  # noqa: E402
-from assistant.store import Store, decision_metadata, paper_metadata  # noqa: E402
+from assistant.store import Store  # noqa: E402
 from assistant.triage.llm import LLMEngine  # noqa: E402
 from assistant.triage.prompts import load_prompts  # noqa: E402
 from assistant.triage.runner import RunReport, plan_run, run_plan  # noqa: E402
@@ -42,51 +34,8 @@ from assistant.triage.runner import RunReport, plan_run, run_plan  # noqa: E402
 def make_store(tmp: str, n: int) -> Store:
     """n papers from the sample (the runner never reads vectors, so random ones will do)."""
     store = Store.open(load_settings(store=Path(tmp) / "store"))
-    base = sample_records()
-    papers = []
-    for i in range(n):
-        r = base[i % len(base)]
-        papers.append(Paper.create(title=f"{r['title']} ({i})", abstract=r["abstract"], authors=r["authors"]))
-    metas = [
-        {k: v for k, v in {**paper_metadata(p), **decision_metadata(Decision())}.items() if v is not None}
-        for p in papers
-    ]
-    vecs = np.random.default_rng(0).normal(size=(n, 384)).astype(np.float32)
-    store.collection.add(
-        ids=[p.id for p in papers], documents=[p.document for p in papers], embeddings=vecs, metadatas=metas
-    )  # type: ignore[arg-type]
+    fill_sample(store, n)
     return store
-
-
-class Endpoint:
-    """The fake endpoint (tests/fake_llm.py) in a process of its own, as a real one would be."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    @property
-    def calls(self) -> int:
-        with urllib.request.urlopen(self.url.removesuffix("/v1") + "/stats", timeout=5) as resp:
-            return int(json.load(resp)["calls"])
-
-
-@contextmanager
-def endpoint(latency: float, error_rate: float) -> Iterator[Endpoint]:
-    cmd = [
-        sys.executable,
-        str(ROOT / "tests" / "fake_llm.py"),
-        "--latency",
-        str(latency),
-        "--error-rate",
-        str(error_rate),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield Endpoint(proc.stdout.readline().strip())
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def run(

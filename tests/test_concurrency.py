@@ -29,6 +29,22 @@ def _spec(settings: Settings) -> dict[str, Any]:
     return {"store": settings.store}
 
 
+def _together(target: Any, args: list[tuple[Any, ...]]) -> None:
+    """Start one process per argument tuple, let them all go at once, and wait for them (each
+    gets a queue to say it is ready and an event to wait for)."""
+    ctx = mp.get_context("spawn")
+    ready, go = ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=target, args=(*a, ready, go)) for a in args]
+    for proc in procs:
+        proc.start()
+    for _ in procs:
+        ready.get(timeout=120)
+    go.set()
+    for proc in procs:
+        proc.join(180)
+        assert proc.exitcode == 0
+
+
 def _list_writer(spec: dict[str, Any], k: int, ids: list[str], ready: Any, go: Any) -> None:
     lists = ReadingLists(Store.open(_settings(spec)))
     ready.put(k)
@@ -47,19 +63,7 @@ def test_parallel_list_writers_lose_no_list_and_no_membership(settings: Settings
     papers = [Paper.create(title=f"Shared paper number {chr(65 + i)}", sources=["t"]) for i in range(PAPERS)]
     store.upsert_papers(papers)
     ids = [p.id for p in papers]
-    ctx = mp.get_context("spawn")
-    ready, go = ctx.Queue(), ctx.Event()
-    procs = [
-        ctx.Process(target=_list_writer, args=(_spec(settings), k, ids, ready, go)) for k in range(WRITERS)
-    ]
-    for proc in procs:
-        proc.start()
-    for _ in procs:
-        ready.get(timeout=120)
-    go.set()
-    for proc in procs:
-        proc.join(180)
-        assert proc.exitcode == 0
+    _together(_list_writer, [(_spec(settings), k, ids) for k in range(WRITERS)])
     lists = ReadingLists(Store.open(settings))
     names = {rl.name for rl in lists.all()}
     expected = {f"writer {k} list {i}" for k in range(WRITERS) for i in range(LISTS_EACH)}
@@ -132,19 +136,7 @@ def test_two_ingests_of_the_same_papers_at_once_make_each_paper_once(
     with_doi = [{**r, "doi": f"10.5555/drill.{i}"} for i, r in enumerate(records)]
     first = write_lines(tmp_path / "with-doi.jsonl", [json.dumps(r) for r in with_doi])
     second = write_lines(tmp_path / "without.jsonl", [json.dumps(r) for r in records])
-    ctx = mp.get_context("spawn")
-    ready, go = ctx.Queue(), ctx.Event()
-    procs = [
-        ctx.Process(target=_ingester, args=(_spec(settings), str(p), ready, go)) for p in (first, second)
-    ]
-    for proc in procs:
-        proc.start()
-    for _ in procs:
-        ready.get(timeout=120)
-    go.set()
-    for proc in procs:
-        proc.join(180)
-        assert proc.exitcode == 0
+    _together(_ingester, [(_spec(settings), str(p)) for p in (first, second)])
     store = Store.open(settings)
     assert store.count() == len(records)
     assert all(item.paper.doi for item in store.iter_all())
