@@ -567,3 +567,16 @@ def test_the_cursor_opens_on_the_top_of_the_blended_queue(assessed: Settings, tm
         assert app.current_id() == best.id
 
     drive(app, script)
+
+
+def test_an_empty_store_says_how_to_fill_it(tmp_path: Path) -> None:
+    from assistant.config import load_settings
+
+    app = make_app(load_settings(store=tmp_path / "empty"), tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        line = str(app.query_one("#status-line", Static).content)
+        assert "The store is empty" in line and "triage ingest FILE" in line
+
+    drive(app, script)

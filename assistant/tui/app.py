@@ -82,6 +82,9 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
+NARROW_HINT = "A narrow terminal: enter shows the highlighted paper, enter again the queue."
+
+
 class ReviewApp(App[None]):
     """Review the ranked queue: read, decide, tag, note, file into lists, search."""
 
@@ -235,6 +238,15 @@ class ReviewApp(App[None]):
 
     # -- messages to the user ---------------------------------------------------------
 
+    def idle_text(self) -> str:
+        """The status line when nothing is under way: a hint for an empty store, else nothing."""
+        if self.index.built and not self.index.rows:
+            return (
+                "The store is empty: quit (q) and import papers with 'triage ingest FILE' "
+                "('triage demo' imports a sample)."
+            )
+        return ""
+
     def say(self, text: str) -> None:
         self.query_one("#status-line", Static).update(text)
 
@@ -282,6 +294,8 @@ class ReviewApp(App[None]):
             keep = None
         self.table.fill(self._iter_rows(), keep, KEEP_DEPTH)
         self.matching = None
+        if self.index.built and not self.index.rows:
+            self.say(self.idle_text())
         self.update_summary()
         self.show_detail()
         # Counting a large view takes a while: start it once this keypress has been drawn.
@@ -421,7 +435,7 @@ class ReviewApp(App[None]):
         if self.texts is None:
             self.call_from_thread(self.say, "Reading the store for the personal model (once; then cached)…")
             self.texts, notes = load_features(self.store, self.cache_dir)
-            self.call_from_thread(self.say, "")
+            self.call_from_thread(self.say, self.idle_text())
         elif self.texts.refresh(self.store):
             try:
                 self.texts.save(self.cache_dir)
@@ -603,11 +617,10 @@ class ReviewApp(App[None]):
         takes the width the other columns leave."""
         narrow = width < NARROW
         if narrow != self.screen.has_class("-narrow"):
-            self.say(
-                "A narrow terminal: enter shows the highlighted paper, enter again the queue."
-                if narrow
-                else ""
-            )
+            if narrow:
+                self.say(NARROW_HINT)
+            elif str(self.query_one("#status-line", Static).content) == NARROW_HINT:
+                self.say("")
         self.screen.set_class(narrow, "-narrow")
         title = max(20, (width if narrow else width * 3 // 5) - FIXED_COLUMNS)
         if title != self.table.title_width or not self.table.columns:
