@@ -580,3 +580,38 @@ def test_an_empty_store_says_how_to_fill_it(tmp_path: Path) -> None:
         assert "The store is empty" in line and "triage ingest FILE" in line
 
     drive(app, script)
+
+
+def test_assessing_the_view_with_an_llm_asks_first_with_the_count_and_cost(
+    unassessed: Settings, tmp_path: Path
+) -> None:
+    """`E` used to start LLM calls at once, for the rows loaded so far: it now plans the whole
+    view, says how many papers, calls and tokens and what it costs, and waits for a yes."""
+    from fake_llm import FakeLLM
+
+    from assistant.tui.screens import ConfirmScreen
+
+    with FakeLLM() as fake:
+        settings = unassessed.model_copy(update={"openai_base_url": fake.url, "model": "gpt-4o-mini"})
+        app = make_app(settings, tmp_path)
+        total = reopen(unassessed).count()
+
+        async def script(pilot: Pilot[None]) -> None:
+            await settle(pilot)
+            await pilot.press("E")
+            await settle(pilot)
+            assert isinstance(app.screen, ConfirmScreen)
+            question = app.screen.question
+            assert f"Assess {total:,} of the {total:,} papers in the view with gpt-4o-mini?" in question
+            assert "tokens, about $" in question
+            await pilot.press("n")
+            await settle(pilot)
+            assert fake.calls == 0 and not isinstance(app.screen, ConfirmScreen)
+            await pilot.press("E")
+            await settle(pilot)
+            await pilot.press("y")
+            await settle(pilot)
+            assert fake.calls > 0
+            assert all(i.assessment and i.assessment.engine == "llm" for i in reopen(unassessed).iter_all())
+
+        drive(app, script)

@@ -14,9 +14,9 @@ from assistant.triage.batch import tag_offline
 from assistant.triage.examples import Examples
 from assistant.triage.llm import DEFAULT_MODEL, LLMEngine, llm_key
 from assistant.triage.offline import engine_key
-from assistant.triage.pricing import price_for
+from assistant.triage.pricing import cost, price_for
 from assistant.triage.prompts import Prompts, load_prompts
-from assistant.triage.runner import RunReport, plan_run, run_plan
+from assistant.triage.runner import Plan, RunReport, plan_run, run_plan
 
 
 @dataclass
@@ -51,6 +51,40 @@ def assess_papers(
 
         report = tag_offline(store, agenda, force=force, only=set(ids), on_progress=advance)
         return AssessOutcome("offline", report.assessed, 0, total - report.selected, {})
+    prepared = prepare_llm(store, settings, agenda, ids, force=force)
+    run = RunReport(engine="llm", model=prepared.model, plan=prepared.plan)
+    if prepared.plan.papers:
+        asyncio.run(
+            run_plan(
+                store,
+                prepared.engine,
+                prepared.plan,
+                run,
+                price=price_for(prepared.model, settings.prices),
+                vocabulary=prepared.vocabulary,
+                on_update=lambda r: on_progress(r.done + r.failed, total) if on_progress else None,
+            )
+        )
+    return AssessOutcome(
+        f"llm ({prepared.model})", run.done, run.failed, prepared.plan.up_to_date, dict(run.failures)
+    )
+
+
+@dataclass
+class Prepared:
+    """An LLM assessment ready to run: the engine, and the plan with its estimates."""
+
+    model: str
+    engine: LLMEngine
+    plan: Plan
+    vocabulary: list[str]
+    cost: float | None  # the estimate in USD; None when the model's price is unknown
+
+
+def prepare_llm(
+    store: Store, settings: Settings, agenda: Agenda, ids: Sequence[str], *, force: bool
+) -> Prepared:
+    """Plan an LLM assessment of these papers (no call is made): what it would cost first."""
     model = settings.model or DEFAULT_MODEL
     api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     examples = None
@@ -67,20 +101,8 @@ def assess_papers(
     )
     vocabulary = store.tag_vocabulary()
     plan = plan_run(store, engine, force=force, retry_failed=True, only=ids, vocabulary=vocabulary)
-    run = RunReport(engine="llm", model=model, plan=plan)
-    if plan.papers:
-        asyncio.run(
-            run_plan(
-                store,
-                engine,
-                plan,
-                run,
-                price=price_for(model, settings.prices),
-                vocabulary=vocabulary,
-                on_update=lambda r: on_progress(r.done + r.failed, total) if on_progress else None,
-            )
-        )
-    return AssessOutcome(f"llm ({model})", run.done, run.failed, plan.up_to_date, dict(run.failures))
+    estimate = cost(plan.prompt_tokens, plan.completion_tokens, price_for(model, settings.prices))
+    return Prepared(model, engine, plan, vocabulary, estimate)
 
 
 def is_stale(item: StoredPaper, agenda: Agenda, prompts: Prompts | None) -> bool:

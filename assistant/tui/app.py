@@ -28,11 +28,12 @@ from assistant.models import Decision, Status, StoredPaper, now_utc
 from assistant.personal import FeatureCache, Ranking, TextFeatures, load_features, rank
 from assistant.selection import Selection
 from assistant.store import Store
-from assistant.triage.assess import assess_papers, is_stale
+from assistant.triage.assess import Prepared, assess_papers, is_stale, prepare_llm
 from assistant.triage.prompts import Prompts, load_prompts
 from assistant.tui import dialogs
 from assistant.tui.dialogs import guarded
 from assistant.tui.screens import (
+    ConfirmScreen,
     ErrorScreen,
 )
 from assistant.tui.widgets import COLUMN_WIDTHS, Detail, QueueTable, Summary
@@ -713,8 +714,44 @@ class ReviewApp(App[None]):
             self.assess([pid], True)
 
     def action_assess_visible(self) -> None:
-        if self.shown and self._can_assess():
-            self.assess(list(self.shown), False)
+        """Assess every paper of the view (not just the rows loaded so far). With an LLM, the
+        count and the cost estimate are asked about first."""
+        if not self._can_assess():
+            return
+        ids = [r.id for r in self._iter_rows()]
+        if not ids:
+            return
+        if not self.settings.llm_configured:
+            self.assess(ids, False)  # offline: free, and seconds even for thousands
+            return
+        self.say(f"Estimating an LLM assessment of the {len(ids):,} papers in the view…")
+        self.plan_assessment(ids)
+
+    @work(thread=True, exclusive=True, group="assess")
+    def plan_assessment(self, ids: list[str]) -> None:
+        if self.agenda is None:
+            raise RuntimeError("there is no agenda to assess against: write agenda.md ('triage init')")
+        prepared = prepare_llm(self.store, self.settings, self.agenda, ids, force=False)
+        self.call_from_thread(self._confirm_assessment, prepared, ids)
+
+    def _confirm_assessment(self, prepared: Prepared, ids: list[str]) -> None:
+        plan = prepared.plan
+        self.say("")
+        if not plan.papers:
+            self.say(f"All {len(ids):,} papers in the view are assessed and up to date.")
+            return
+        money = "cost unknown for this model" if prepared.cost is None else f"about ${prepared.cost:.2f}"
+        question = (
+            f"Assess {plan.papers:,} of the {len(ids):,} papers in the view with {prepared.model}? "
+            f"{len(plan.groups):,} calls, ~{plan.prompt_tokens + plan.completion_tokens:,} tokens, {money}. "
+            f"({plan.up_to_date:,} are up to date already.)"
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.assess(ids, False)
+
+        self.push_screen(ConfirmScreen(question), answered)
 
     def _can_assess(self) -> bool:
         if any(w.group == "assess" and w.is_running for w in self.workers):

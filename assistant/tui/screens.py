@@ -52,6 +52,28 @@ class ErrorScreen(ModalScreen[None]):
         self.dismiss()
 
 
+class ConfirmScreen(ModalScreen[bool]):
+    """A question before something that costs (LLM calls): y or enter goes ahead, n or escape
+    does not."""
+
+    BINDINGS = [
+        Binding("y,enter", "answer(True)", "Yes"),
+        Binding("n,escape", "answer(False)", "No"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(escape(self.question), id="question")
+            yield Label("[b]y[/b] / enter: go ahead    [b]n[/b] / escape: cancel")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
 class HelpScreen(ModalScreen[None]):
     """Every key binding, with what it does."""
 
