@@ -115,6 +115,9 @@ def _merge_stored_duplicates(store: Store, index: _Index) -> int:
         alive = [k for k in group if k.id not in merged]
         if len(alive) < 2:
             continue
+        # Most such groups are different papers an identifier tells apart: no store read for them.
+        if all(_conflict(a, _as_paper(b)) for i, a in enumerate(alive) for b in alive[i + 1 :]):
+            continue
         added = {item.paper.id: item.added_at for item in store.get_many([k.id for k in alive])}
         alive = sorted(
             (k for k in alive if k.id in added), key=lambda k: (added[k.id] is None, added[k.id] or 0, k.id)
