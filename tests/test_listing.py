@@ -94,3 +94,28 @@ def test_detected_by_content_and_empty_page_is_an_error() -> None:
         assert detect_format(Path(name), (LISTINGS / name).read_text(encoding="utf-8")) == "listing"
     with pytest.raises(InputError, match="no papers found"):
         parse("Get trending papers in your email inbox!\nSubscribe\n")
+
+
+def test_a_markdown_file_is_not_taken_for_a_listing_page(tmp_path: Path) -> None:
+    """A README with a table reads like title-then-abstract pairs: it used to import its table
+    rows and sentences as papers. It is an error naming the file, and nothing is imported."""
+    from assistant.errors import InputError
+    from assistant.ingest import parse_file
+
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# Tool\n\n| key | what it does in the review screen of the tool |\n|---|---|\n"
+        "| `a` | accept |\n"
+        "| `x` | reject the highlighted paper and move on to the next undecided paper in the queue, "
+        "or to the previous one when it is the last |\n"
+        "| `m` | maybe |\n"
+        "| `s` | star the highlighted paper and keep it where it is in the queue, so that it can be "
+        "found again under the starred view |\n\n"
+        "a second run on an unchanged store makes no call,\n"
+        "because every assessment is cached by its key and only missing or stale ones are made again "
+        "when the agenda, the prompts or the paper's own text have changed since it was made,\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as caught:
+        parse_file(readme, "listing")
+    assert caught.value.path == str(readme) and "does not read as a listing page" in str(caught.value)

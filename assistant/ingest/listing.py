@@ -61,6 +61,19 @@ def _is_title(text: str) -> bool:
     return 8 <= len(text) <= 300 and not text.endswith((".", ":")) or text.endswith("?")
 
 
+_MARKUP = re.compile(r"^(\||#|>|[-*+] |```|<[a-z/!])|`|\]\(")
+
+
+def _not_a_title(text: str) -> str | None:
+    """Why a would-be title is Markdown or prose rather than a paper's title (None: it may be one)."""
+    if _MARKUP.search(text):
+        return "Markdown (a table row, heading, list item or code)"
+    words = text.split()
+    if text.endswith((",", ";")) or (words and words[0][:1].islower() and len(words) > 12):
+        return "a line of running prose"
+    return None
+
+
 def _clean(text: str) -> str:
     text = " ".join(text.split())
     return re.sub(r"^Subscribe(?=\S)", "", text)
@@ -140,7 +153,22 @@ def parse_listing(path: Path, text: str, today: date | None = None) -> ParseResu
             result.errors.append(InputError(str(exc), path=path, line=line_no))
     if not records:
         raise InputError("no papers found on this listing page", path=path)
+    _check_titles(path, records)
     return result
+
+
+def _check_titles(path: Path, records: list[tuple[int, Any]]) -> None:
+    """A file whose "titles" are mostly Markdown or prose is not a listing page (a README with a
+    table reads like one): an error naming the file, not an import of junk."""
+    found = [(n, str(r.get("title", ""))) for n, r in records if isinstance(r, dict)]
+    bad = [(n, t, why) for n, t in found if (why := _not_a_title(t))]
+    if found and len(bad) * 2 >= len(found):
+        line, title, why = bad[0]
+        raise InputError(
+            f"this does not read as a listing page: {len(bad)} of {len(found)} would-be titles are "
+            f"Markdown or prose (line {line}: {title[:60]!r} is {why}); nothing was imported",
+            path=path,
+        )
 
 
 def _profile_blocks(lines: list[_Line], today: date) -> Any:
