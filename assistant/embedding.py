@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, cast
@@ -114,6 +115,8 @@ class MiniLMEmbedder(EmbeddingFunction[Documents]):
         self.max_tokens = int(max_tokens)
         self.batch_size = int(batch_size)
         self.threads = int(threads or os.cpu_count() or 1)
+        # Told how many texts each batch embedded (a progress bar that moves with the work).
+        self.on_batch: Callable[[int], None] | None = None
 
     def _model(self) -> _Model:
         return _Model.get(self.max_tokens, self.threads)
@@ -133,6 +136,8 @@ class MiniLMEmbedder(EmbeddingFunction[Documents]):
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             out[chunk] = model.embed_batch([texts[i] for i in chunk])
+            if self.on_batch is not None:
+                self.on_batch(len(chunk))
         return list(out)
 
     @staticmethod

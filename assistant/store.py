@@ -14,7 +14,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -401,7 +401,10 @@ class Store:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def upsert_papers(
-        self, papers: Iterable[Paper], provenance: Sequence[tuple[str, str | None]] | None = None
+        self,
+        papers: Iterable[Paper],
+        provenance: Sequence[tuple[str, str | None]] | None = None,
+        on_embedded: Callable[[int], None] | None = None,
     ) -> UpsertReport:
         """Add new papers, merge records of papers already stored; decisions and assessments survive.
 
@@ -420,7 +423,9 @@ class Store:
         ids = list(incoming)
         for start in range(0, len(ids), self._batch):
             chunk = ids[start : start + self._batch]
-            self._upsert_chunk([incoming[i] for i in chunk], report, {i: records[i] for i in chunk})
+            self._upsert_chunk(
+                [incoming[i] for i in chunk], report, {i: records[i] for i in chunk}, on_embedded
+            )
         return report
 
     def _upsert_chunk(
@@ -428,6 +433,7 @@ class Store:
         papers: list[Paper],
         report: UpsertReport,
         records: dict[str, list[tuple[Paper, str | None]]],
+        on_embedded: Callable[[int], None] | None = None,
     ) -> None:
         existing = self.collection.get(ids=[p.id for p in papers], include=["documents", "metadatas"])
         metas = {
@@ -460,7 +466,7 @@ class Store:
         if new:
             # Embed first, stamp after: a reader that saw a stamp must also see the row, and
             # embedding a chunk can take longer than a reader's overlap.
-            vectors = self.embed([p.document for p in new])
+            vectors = self.embed([p.document for p in new], on_embedded)
             self.collection.add(
                 ids=[p.id for p in new],
                 documents=[p.document for p in new],
@@ -479,7 +485,7 @@ class Store:
             )
             report.new.extend(p.id for p in new)
         if text_changed:
-            vectors = self.embed([p.document for p in text_changed])
+            vectors = self.embed([p.document for p in text_changed], on_embedded)
             self.collection.update(
                 ids=[p.id for p in text_changed],
                 documents=[p.document for p in text_changed],
@@ -599,9 +605,19 @@ class Store:
             metadatas=[metadata],
         )
 
-    def embed(self, texts: list[str]) -> list[Any]:
-        """Embed texts with the store's embedder (for queries and agenda topics)."""
-        return list(self.embedder(texts))
+    def embed(self, texts: list[str], on_progress: Callable[[int], None] | None = None) -> list[Any]:
+        """Embed texts with the store's embedder; `on_progress` is told how many are done as
+        the embedder's batches finish (or once at the end, for an embedder that cannot say)."""
+        if on_progress is not None and hasattr(self.embedder, "on_batch"):
+            self.embedder.on_batch = on_progress
+            try:
+                return list(self.embedder(texts))
+            finally:
+                self.embedder.on_batch = None
+        vectors = list(self.embedder(texts))
+        if on_progress is not None:
+            on_progress(len(texts))
+        return vectors
 
     def find_known(
         self, ids: Sequence[str], arxiv_ids: Sequence[str], dois: Sequence[str], keys: Sequence[str]

@@ -169,3 +169,16 @@ def test_oversized_fields_are_cut_with_a_note(tmp_path: Path, embedded_settings:
     assert stored is not None
     assert len(stored.paper.abstract) <= 20_000 and len(stored.paper.authors) == 5000
     assert "blob" not in stored.paper.extra
+
+
+def test_the_progress_moves_as_papers_are_embedded(tmp_path: Path, embedded_settings: Settings) -> None:
+    """The bar used to move once per 256-paper chunk (sitting at 0 while the first was embedded):
+    it now moves with the embedder's batches, and ends at the number of records."""
+    store = Store.open(embedded_settings)
+    path = write_lines(tmp_path / "p.jsonl", [json.dumps(r) for r in sample_records(40)])
+    steps: list[int] = []
+    ingest_files(store, [path], on_progress=steps.append)
+    assert sum(steps) == 40 and len(steps) >= 5
+    again: list[int] = []
+    ingest_files(store, [path], on_progress=again.append)  # nothing to embed: one step per chunk
+    assert sum(again) == 40

@@ -194,11 +194,19 @@ def store_papers(
             report.notes += [f"{report.path}: {capped.title[:60]!r}: {note}" for note in notes]
         # Another process importing the same papers must not resolve against the store between
         # this chunk's look-up and its write: both would make the paper.
+        embedded = 0
+
+        def moved(n: int) -> None:  # the bar moves as papers are embedded, not per chunk
+            nonlocal embedded
+            embedded += n
+            if on_progress:
+                on_progress(n)
+
         with store.write_lock():
             matches = resolve_matches(store, given)
             chunk = [paper for paper, _ in matches]
             provenance = [(g.id, how) for g, (_, how) in zip(given, matches, strict=True)]
-            upserted = store.upsert_papers(chunk, provenance)
+            upserted = store.upsert_papers(chunk, provenance, on_embedded=moved)
         ids.update((a.id, b.id) for a, b in zip(given, chunk, strict=True))
         report.ids.extend(p.id for p in chunk)
         created, changed = set(upserted.new), set(upserted.merged)
@@ -211,8 +219,8 @@ def store_papers(
                 report.merged += 1
             else:
                 report.unchanged += 1
-        if on_progress:
-            on_progress(len(chunk))
+        if on_progress and len(chunk) > embedded:
+            on_progress(len(chunk) - embedded)  # the papers that needed no embedding
     report.ids = list(dict.fromkeys(report.ids))
     return ids
 
