@@ -41,8 +41,8 @@ def title_numbers(key: str) -> list[str]:
     return sorted([str(int(n)) for n in re.findall(r"\d+", key)] + [w for w in key.split() if w in _ROMAN])
 
 
-def _conflict(a: Known, p: Paper) -> bool:
-    """True when an identifier proves two records are different papers."""
+def _conflict(a: Known | Paper, p: Known | Paper) -> bool:
+    """True when an identifier proves two records are different papers (either way round)."""
     return bool(
         (a.arxiv_id and p.arxiv_id and a.arxiv_id != p.arxiv_id) or (a.doi and p.doi and a.doi != p.doi)
     )
@@ -116,7 +116,7 @@ def _merge_stored_duplicates(store: Store, index: _Index) -> int:
         if len(alive) < 2:
             continue
         # Most such groups are different papers an identifier tells apart: no store read for them.
-        if all(_conflict(a, _as_paper(b)) for i, a in enumerate(alive) for b in alive[i + 1 :]):
+        if all(_conflict(a, b) for i, a in enumerate(alive) for b in alive[i + 1 :]):
             continue
         added = {item.paper.id: item.added_at for item in store.get_many([k.id for k in alive])}
         alive = sorted(
@@ -124,26 +124,23 @@ def _merge_stored_duplicates(store: Store, index: _Index) -> int:
         )
         keep = alive[0]
         for other in alive[1:]:
-            if _conflict(keep, _as_paper(other)) or _conflict(other, _as_paper(keep)):
+            if _conflict(keep, other):
                 continue
             store.absorb(keep.id, other.id, "duplicate record made by an import running at the same time")
             merged.add(other.id)
             keepers.append(keep)
-    for pid in merged:  # the rest of this import matches the paper that was kept
-        gone = index.by_id.pop(pid)
+    # The rest of this import matches the papers that were kept: one pass drops the merged ones.
+    gone = {id(index.by_id.pop(pid)) for pid in merged}
+    if gone:
         for table in (index.by_arxiv, index.by_doi):
-            for key in [k for k, v in table.items() if v is gone]:
+            for key in [k for k, v in table.items() if id(v) in gone]:
                 del table[key]
-        for table2 in (index.by_title, index.by_block):
-            for key in list(table2):
-                table2[key] = [v for v in table2[key] if v is not gone]
+        for lists in (index.by_title, index.by_block):
+            for key, entries in lists.items():
+                lists[key] = [v for v in entries if id(v) not in gone]
     for keep in keepers:
         index.add(keep)
     return len(merged)
-
-
-def _as_paper(known: Known) -> Paper:
-    return Paper(id=known.id, title=known.title_key or known.id, arxiv_id=known.arxiv_id, doi=known.doi)
 
 
 def resolve(store: Store, papers: Sequence[Paper]) -> list[Paper]:
