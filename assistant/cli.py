@@ -88,7 +88,7 @@ class State:
         if self._store is None:
             if self.command in READING_COMMANDS:
                 settings = self.settings
-                if not settings.chroma_url and not (settings.store / "chroma.sqlite3").exists():
+                if not settings.store_exists:
                     raise StoreError(
                         f"no store at {settings.store}: 'triage ingest FILE' makes one "
                         "('triage demo' imports a sample), or point --store / TRIAGE_STORE at yours"
@@ -178,13 +178,36 @@ def user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def read_ids(args: list[str]) -> list[str]:
+    """The ids given, with '-' replaced by the ids on standard input (plain, or JSON lines)."""
+    ids: list[str] = []
+    for arg in args:
+        if arg != "-":
+            ids.append(arg.strip())
+            continue
+        for line in sys.stdin.read().splitlines():
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("{"):
+                try:
+                    record = json.loads(line)
+                    line = str(record["paper"]["id"] if "paper" in record else record["id"])
+                except (ValueError, KeyError, TypeError):
+                    raise TriageError(f"cannot find a paper id in {line[:60]!r}") from None
+            ids.append(line)
+    if not ids:
+        raise TriageError("no paper ids given")
+    return ids
+
+
 def _disk_full() -> DiskFullError:
     """The disk-full error for the store the command uses."""
     try:
         settings = state.settings
     except TriageError:
         return disk_full("?")
-    return disk_full(settings.store_location, None if settings.chroma_url else settings.store)
+    return disk_full(settings.store_location, settings.local_store)
 
 
 def _version(value: bool) -> None:
@@ -748,8 +771,6 @@ def rm(
     chosen: list[str] = []
     kept_elsewhere = 0
     if ids:
-        from assistant.cli_lists import read_ids
-
         chosen += read_ids(ids)
     if source:
         name = Path(source).name
@@ -855,11 +876,7 @@ def agenda_cmd() -> None:
         err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     negative = agenda.negative
     settings = state.settings
-    if (
-        negative is not None
-        and negative.description
-        and (settings.chroma_url or (settings.store / "chroma.sqlite3").exists())
-    ):
+    if negative is not None and negative.description and settings.store_exists:
         common = _common_words(negative.description)
         if common:
             err_console.print(

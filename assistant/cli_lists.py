@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
@@ -10,9 +9,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assistant.cli import app, console, state, user_errors
+from assistant.cli import app, console, read_ids, state, user_errors
 from assistant.export import by_relevance
-from assistant.lists import ListError, ReadingLists
+from assistant.lists import ReadingLists
 from assistant.render import papers_table
 
 list_app = typer.Typer(
@@ -36,29 +35,6 @@ Ids = Annotated[
 
 def _lists() -> ReadingLists:
     return ReadingLists(state.store)
-
-
-def read_ids(args: list[str]) -> list[str]:
-    """The ids given, with '-' replaced by the ids on standard input (plain, or JSON lines)."""
-    ids: list[str] = []
-    for arg in args:
-        if arg != "-":
-            ids.append(arg.strip())
-            continue
-        for line in sys.stdin.read().splitlines():
-            line = line.strip()
-            if not line:
-                continue
-            if line.startswith("{"):
-                try:
-                    record = json.loads(line)
-                    line = str(record["paper"]["id"] if "paper" in record else record["id"])
-                except (ValueError, KeyError, TypeError):
-                    raise ListError(f"cannot find a paper id in {line[:60]!r}") from None
-            ids.append(line)
-    if not ids:
-        raise ListError("no paper ids given")
-    return ids
 
 
 def _papers(n: int) -> str:

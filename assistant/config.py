@@ -81,6 +81,16 @@ class Settings(BaseSettings):
     def store_location(self) -> str:
         return self.chroma_url or str(self.store)
 
+    @property
+    def local_store(self) -> Path | None:
+        """The embedded store's directory (None with a Chroma server)."""
+        return None if self.chroma_url else self.store
+
+    @property
+    def store_exists(self) -> bool:
+        """Whether there is a store to read (a server's is taken to be there)."""
+        return self.local_store is None or (self.local_store / "chroma.sqlite3").is_file()
+
 
 def load_settings(config_file: Path | None = None, **flags: Any) -> Settings:
     """Settings with flags over environment over config file; None flags are left unset."""

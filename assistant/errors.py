@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,8 +48,6 @@ def disk_full(location: str, path: Path | None = None) -> DiskFullError:
     """The error to show when a write found the disk full: what to do, and that nothing is lost."""
     free = ""
     if path is not None:
-        import shutil
-
         try:
             free = f" ({shutil.disk_usage(path).free // 1024:,} kB free)"
         except OSError:

@@ -311,9 +311,9 @@ class Store:
         try:
             return cls.open(settings, embedder)
         except StoreError as exc:
-            if settings.chroma_url or not (is_disk_full(exc) or isinstance(exc, ReadOnlyError)):
+            if settings.local_store is None or not settings.store_exists:
                 raise
-            if not (settings.store / "chroma.sqlite3").is_file():
+            if not (is_disk_full(exc) or isinstance(exc, ReadOnlyError)):
                 raise
             copy = Path(tempfile.mkdtemp(prefix="triage-read-"))
             try:
@@ -350,10 +350,10 @@ class Store:
                 settings.collection + META_COLLECTION_SUFFIX, embedding_function=None
             )
         except (ChromaError, ValueError, OSError) as exc:
-            if not settings.chroma_url:
-                _forget_client(settings.store)
+            if settings.local_store is not None:
+                _forget_client(settings.local_store)
             if is_disk_full(exc):
-                raise disk_full(location, None if settings.chroma_url else settings.store) from exc
+                raise disk_full(location, settings.local_store) from exc
             if is_read_only(exc):
                 raise read_only(location) from exc
             raise StoreError(f"cannot open the store at {location}: {exc}") from exc
@@ -509,7 +509,7 @@ class Store:
         if keep_id not in found or drop_id not in found:
             return
         keep, drop = found[keep_id], found[drop_id]
-        metas = dict(self.metadata([keep_id]))
+        metas = dict(self.metadata([keep_id]))  # the merge log (rare path: a second small read)
         paper = keep.paper.merged_with(drop.paper.model_copy(update={"id": keep_id}))
         a, b = keep.decision, drop.decision
         if a.status is Status.NEW or (b.status is not Status.NEW and _newer(b.decided_at, a.decided_at)):
@@ -895,8 +895,8 @@ class Store:
                 with_legacy.update(members)
             self._write({pid: {LEGACY_LISTS: None} for pid in with_legacy})
             self.meta.delete(ids=[LEGACY_LIST_TABLE])
-        except Exception as exc:  # noqa: BLE001 - a read-only store stays as it is
-            if "readonly" not in str(exc).lower() and "read-only" not in str(exc).lower():
+        except Exception as exc:  # a store that cannot be written (a server's) stays as it is
+            if not is_read_only(exc):
                 raise
 
     def changed_since(self, stamp: float) -> list[tuple[str, dict[str, Any]]]:
