@@ -345,6 +345,14 @@ def ingest(
         str | None,
         typer.Option("--list", "-l", help="File every imported paper into this reading list (made if new)."),
     ] = None,
+    enrich: Annotated[
+        bool,
+        typer.Option(
+            "--enrich",
+            help="Fill in missing abstracts (and authors, venue, year, DOI) of the imported papers "
+            "from Semantic Scholar and arXiv, as 'triage enrich' does.",
+        ),
+    ] = False,
 ) -> None:
     """Import papers into the store; each paper is kept once (same arXiv id, DOI or title merge)."""
     if not files and not arxiv and not arxiv_id:
@@ -367,6 +375,11 @@ def ingest(
         reports.append(report)
     record_import(state.store, reports)
     imported = list(dict.fromkeys(pid for r in reports for pid in r.ids))
+    enrich_failed = False
+    if imported and enrich:
+        from assistant.cli_feeds import run_enrich  # the feeds' commands import this module
+
+        enrich_failed = bool(run_enrich("abstract", imported, titles=True, retry=False).errors)
     if imported and accept:
         # Your own decisions stand: only papers still undecided take the library's accept.
         decided = {i.paper.id: i.decision.status for i in state.store.get_many(imported)}
@@ -392,7 +405,7 @@ def ingest(
     new = sum(r.new for r in reports)
     if new:
         err_console.print(f"[dim]{_count(new, 'new paper')}: 'triage tag' assesses them for the queue.[/dim]")
-    if any(not r.ok for r in reports):
+    if enrich_failed or any(not r.ok for r in reports):
         raise typer.Exit(1)
 
 
@@ -931,6 +944,7 @@ def entrypoint() -> None:
 
 
 # Commands defined in their own modules register themselves on `app` when imported.
+import assistant.cli_feeds  # noqa: E402, F401  (triage feed, fetch, enrich, daily)
 from assistant import cli_export, cli_lists, cli_personal, cli_review, cli_tag  # noqa: E402
 
 __all__ = ["app", "cli_export", "cli_lists", "cli_personal", "cli_review", "cli_tag", "entrypoint"]

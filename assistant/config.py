@@ -30,7 +30,8 @@ class Settings(BaseSettings):
     """Everything the tool can be configured with.
 
     Environment names: TRIAGE_STORE, TRIAGE_AGENDA, TRIAGE_CHROMA_URL, TRIAGE_MODEL,
-    TRIAGE_EMBEDDER, OPENAI_API_KEY, OPENAI_BASE_URL. Config-file keys are the field names.
+    TRIAGE_EMBEDDER, OPENAI_API_KEY, OPENAI_BASE_URL, S2_API_KEY, SMTP_PASSWORD, and TRIAGE_<FIELD>
+    for the rest (TRIAGE_HF_URL, TRIAGE_S2_URL, ...). Config-file keys are the field names.
     """
 
     model_config = SettingsConfigDict(env_prefix="TRIAGE_", extra="ignore", populate_by_name=True)
@@ -43,6 +44,24 @@ class Settings(BaseSettings):
     embedder: str = Field(default="minilm-int8", description="minilm-int8 or openai:<model>")
     arxiv_url: str = Field(default="https://export.arxiv.org/api/query", description="arXiv API endpoint")
     arxiv_delay: float = Field(default=3.0, ge=0, description="seconds between arXiv API requests")
+    hf_url: str = Field(
+        default="https://huggingface.co/api/daily_papers", description="Hugging Face daily papers API"
+    )
+    hf_delay: float = Field(default=1.0, ge=0, description="seconds between Hugging Face API requests")
+    s2_url: str = Field(default="https://api.semanticscholar.org", description="Semantic Scholar API base")
+    s2_delay: float = Field(default=1.0, ge=0, description="seconds between Semantic Scholar requests")
+    s2_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("s2_api_key", "S2_API_KEY")
+    )
+    rss_delay: float = Field(default=1.0, ge=0, description="seconds between requests to one RSS/Atom host")
+    smtp_host: str | None = Field(default=None, description="SMTP server that sends the daily digest")
+    smtp_port: int = Field(default=587, description="SMTP port (587: STARTTLS, 465: TLS, 25: plain)")
+    smtp_user: str | None = Field(default=None, description="SMTP login")
+    smtp_password: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("smtp_password", "SMTP_PASSWORD")
+    )
+    digest_from: str | None = Field(default=None, description="From: address of the e-mailed digest")
+    digest_to: list[str] = Field(default_factory=list, description="addresses the daily digest is sent to")
     prompts: Path | None = Field(default=None, description="directory overriding the prompt templates")
     examples: int = Field(
         default=0, ge=0, le=50, description="decided papers shown to the LLM as calibration examples"

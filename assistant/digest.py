@@ -8,9 +8,9 @@ least `min_score`, 5 by default), best first; a paper can appear under several t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 
 from assistant.agenda import Agenda
@@ -43,6 +43,14 @@ class Digest:
         return sum(1 for i in self.new if i.assessment is None)
 
 
+def is_new_after(item: StoredPaper, after: datetime) -> bool:
+    """Added to the store after this moment (a paper stored before `added_at` was recorded
+    counts by its date, from the moment's day on)."""
+    if item.added_at is not None:
+        return item.added_at > after
+    return is_new(item, after.date())
+
+
 def build(
     items: Iterable[StoredPaper],
     agenda: Agenda | None,
@@ -50,11 +58,16 @@ def build(
     top: int,
     shift: Callable[[StoredPaper], float] | None = None,
     min_score: int = MATCH,
+    after: datetime | None = None,
 ) -> Digest:
     """The new undecided papers per topic that match it, best on it first. With `shift` (how
     far the personal model moves a paper on the 0-10 scale in the queue), a topic's score is
-    moved as much."""
-    new = [i for i in items if i.decision.status is Status.NEW and is_new(i, since)]
+    moved as much. With `after` (the daily run: the last digest's moment), new means added
+    after it, so no paper is in two daily digests."""
+    if after is not None:
+        new = [i for i in items if i.decision.status is Status.NEW and is_new_after(i, after)]
+    else:
+        new = [i for i in items if i.decision.status is Status.NEW and is_new(i, since)]
     result = Digest(since=since, top=top, new=new, min_score=min_score)
     for name in topic_names(agenda, new):
         scored = [(i, s) for i in new if (s := topic_score(i, name)) is not None and s.score >= min_score]
@@ -71,11 +84,14 @@ def build(
     return result
 
 
-def render(digest: Digest, agenda: Agenda | None) -> str:
+def render(digest: Digest, agenda: Agenda | None, notes: Sequence[str] = ()) -> str:
+    """The digest as Markdown; `notes` (why a feed brought nothing, what failed) are listed
+    under the counts."""
     since = digest.since.isoformat()
     lines = [f"# Paper digest: new since {since}", ""]
+    said = [f"- {md(n)}" for n in notes]
     if not digest.new:
-        return "\n".join([*lines, f"Nothing new since {since}.", ""])
+        return "\n".join([*lines, f"Nothing new since {since}.", *([""] + said if said else []), ""])
     n = len(digest.new)
     counts = f"{n} new undecided paper{'s' if n != 1 else ''} since {since}"
     if digest.unassessed:
@@ -85,6 +101,8 @@ def render(digest: Digest, agenda: Agenda | None) -> str:
         f"{counts}; per topic{where}, the best {digest.top} of those scoring {digest.min_score} or more.",
         "",
     ]
+    if said:
+        lines += [*said, ""]
     if not digest.topics:
         lines += [f"None of them scores {digest.min_score} or more on an agenda topic.", ""]
     for name, entries in digest.topics.items():

@@ -899,6 +899,40 @@ class Store:
             if not is_read_only(exc):
                 raise
 
+    # -- named records (saved feeds and their state) ------------------------------------
+
+    def named_records(self, kind: str) -> dict[str, dict[str, Any]]:
+        """Every record of a kind (`feed`, `feed-state`) kept in the meta collection, by name.
+        Stored like reading-list definitions: one record each, so writers of two never clash."""
+        res = self.meta.get(where={"kind": kind}, include=["documents"])
+        out = {}
+        for doc in res["documents"] or []:
+            value = json.loads(doc) if doc else None
+            if isinstance(value, dict) and isinstance(value.get("name"), str):
+                out[value["name"]] = value
+        return out
+
+    def put_named_record(self, kind: str, value: dict[str, Any]) -> None:
+        """Create or replace one named record (`value["name"]` names it)."""
+        self.meta.upsert(
+            ids=[self._named_record_id(kind, value["name"])],
+            documents=[json.dumps(value, ensure_ascii=False)],
+            metadatas=[{"kind": kind}],
+            embeddings=[[0.0]],  # type: ignore[arg-type]
+        )
+
+    def delete_named_record(self, kind: str, name: str) -> None:
+        self.meta.delete(ids=[self._named_record_id(kind, name)])
+
+    @staticmethod
+    def _named_record_id(kind: str, name: str) -> str:
+        return f"{kind}:{hashlib.sha256(name.encode('utf-8')).hexdigest()[:32]}"
+
+    def set_paper_values(self, values: dict[str, dict[str, Any]]) -> None:
+        """Write some metadata keys of stored papers that no other method owns (such as when
+        enrichment last looked a paper up); None removes a key. Not a change readers refresh on."""
+        self._write(values)
+
     def changed_since(self, stamp: float) -> list[tuple[str, dict[str, Any]]]:
         """(id, metadata) of papers added or written after `stamp` (seconds since the epoch)."""
         return list(self.iter_metadata({"touched": {"$gt": stamp}}))

@@ -2,22 +2,24 @@
 
 The live client is polite: one request every `delay` seconds (3 by default, as arXiv asks),
 pages of at most 100 results, retries with exponential backoff on 429 and 5xx (honouring
-Retry-After), and a clear message when the API cannot be reached.
+Retry-After), and a clear message when the API cannot be reached. Saved feeds add sorting,
+category queries and submission-date windows (`assistant.feeds.sources`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import Element, ParseError
 
 import defusedxml.ElementTree as SafeET
-import httpx
 
 from assistant.errors import InputError, TriageError
+from assistant.feeds.http import FetchError, PoliteClient
 from assistant.ingest.base import ParseResult
 from assistant.ingest.records import RecordError, record_to_paper
 from assistant.models import normalize_arxiv_id
@@ -105,79 +107,75 @@ def parse_atom(path: Path, text: str) -> ParseResult:
 
 @dataclass
 class ArxivClient:
-    """A polite client of the arXiv API."""
+    """A polite client of the arXiv API (one request every `delay` seconds, retried)."""
 
     base_url: str = DEFAULT_API
     delay: float = 3.0
     retries: int = 4
     timeout: float = 30.0
     sleep: Callable[[float], None] = time.sleep
-    _last: float = 0.0
+    _http: PoliteClient | None = None
 
-    def _get(self, client: httpx.Client, params: dict[str, Any]) -> str:
-        for attempt in range(self.retries + 1):
-            wait = self._last + self.delay - time.monotonic()
-            if wait > 0:
-                self.sleep(wait)
-            self._last = time.monotonic()
-            try:
-                response = client.get(self.base_url, params=params)
-            except httpx.TransportError as exc:
-                if attempt == self.retries:
-                    raise TriageError(
-                        f"cannot reach the arXiv API at {self.base_url} ({type(exc).__name__}); "
-                        "are you offline? Atom files saved from arXiv import with 'triage ingest FILE'."
-                    ) from None
-                self.sleep(self._backoff(attempt, None))
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                if attempt == self.retries:
-                    raise TriageError(
-                        f"the arXiv API kept answering HTTP {response.status_code}; try again later"
-                    )
-                self.sleep(self._backoff(attempt, response.headers.get("Retry-After")))
-                continue
-            if response.status_code >= 400:
-                raise TriageError(
-                    f"the arXiv API refused the query (HTTP {response.status_code}): {response.text[:200]}"
-                )
-            return response.text
-        raise AssertionError("unreachable")
-
-    def _backoff(self, attempt: int, retry_after: str | None) -> float:
-        if retry_after:
-            try:
-                return max(float(retry_after), float(self.delay))
-            except ValueError:
-                pass
-        return self.delay * 2.0**attempt
+    @property
+    def http(self) -> PoliteClient:
+        if self._http is None:
+            self._http = PoliteClient(
+                name="the arXiv API",
+                delay=self.delay,
+                retries=self.retries,
+                timeout=self.timeout,
+                sleep=self.sleep,
+                hint=" Atom files saved from arXiv import with 'triage ingest FILE'.",
+            )
+        return self._http
 
     def pages(
-        self, query: str | None = None, ids: list[str] | None = None, maximum: int = 100
-    ) -> Iterator[str]:
-        """Atom documents, one per page, until `maximum` entries or the end of the results."""
-        with httpx.Client(timeout=self.timeout, headers={"User-Agent": "paper-triage"}) as client:
-            start = 0
-            while start < maximum:
-                size = min(PAGE, maximum - start)
-                params: dict[str, Any] = {"start": start, "max_results": size}
-                if query:
-                    params["search_query"] = query
-                if ids:
-                    params["id_list"] = ",".join(ids)
-                text = self._get(client, params)
-                yield text
-                try:
-                    root = parse_feed(text)
-                except ParseError as exc:
-                    raise TriageError(f"the arXiv API sent a response that is not XML: {exc}") from None
-                entries = len(root.findall("atom:entry", NS))
-                total_el = root.find("opensearch:totalResults", NS)
-                total_text = (total_el.text or "") if total_el is not None else ""
-                total = int(total_text) if total_text.isdigit() else None
-                start += entries
-                if entries < size or (total is not None and start >= total):
-                    return
+        self,
+        query: str | None = None,
+        ids: list[str] | None = None,
+        maximum: int = 100,
+        sort: tuple[str, str] | None = None,
+    ) -> Generator[str, None, None]:
+        """Atom documents, one per page, until `maximum` entries or the end of the results;
+        `sort` is (sortBy, sortOrder), e.g. ("submittedDate", "ascending")."""
+        start = 0
+        while start < maximum:
+            size = min(PAGE, maximum - start)
+            params: dict[str, Any] = {"start": start, "max_results": size}
+            if query:
+                params["search_query"] = query
+            if ids:
+                params["id_list"] = ",".join(ids)
+            if sort:
+                params["sortBy"], params["sortOrder"] = sort
+            text = self.http.get(self.base_url, params=params).text
+            yield text
+            try:
+                root = parse_feed(text)
+            except ParseError as exc:
+                raise FetchError(f"the arXiv API sent a response that is not XML: {exc}") from None
+            entries = len(root.findall("atom:entry", NS))
+            total_el = root.find("opensearch:totalResults", NS)
+            total_text = (total_el.text or "") if total_el is not None else ""
+            total = int(total_text) if total_text.isdigit() else None
+            start += entries
+            if entries < size or (total is not None and start >= total):
+                return
+
+
+def categories_query(categories: list[str]) -> str:
+    """`cat:cs.CL OR cat:cs.LG` for a list of arXiv categories."""
+    return " OR ".join(f"cat:{c}" for c in categories)
+
+
+def submitted_between(query: str, since: datetime, until: datetime) -> str:
+    """The query limited to papers submitted in [since, until] (GMT, to the minute)."""
+    return f"({query}) AND submittedDate:[{since:%Y%m%d%H%M} TO {until:%Y%m%d%H%M}]"
+
+
+def entry_published(entry: Element) -> str:
+    """An entry's first-version submission time, ISO 8601 (empty if absent)."""
+    return _text(entry.find("atom:published", NS))
 
 
 def fetch(client: ArxivClient, query: str | None, ids: list[str] | None, maximum: int) -> ParseResult:

@@ -2,7 +2,8 @@
 
 A paper matches an existing record by arXiv id (any version), by DOI, by the normalised
 title, or by a near-identical title (rapidfuzz, strict threshold) when no identifier says
-they differ and the titles carry the same numbers ("... 2" and "... 3", two years, two
+they differ (a preprint's arXiv DOI does not differ from its published version's DOI: feeds
+bring both) and the titles carry the same numbers ("... 2" and "... 3", two years, two
 versions are different papers). Lookups go to the store by indexed metadata (`$in` on a few keys per chunk),
 never by scanning every record.
 """
@@ -18,6 +19,7 @@ from rapidfuzz import fuzz
 from assistant.models import Paper, normalize_title
 from assistant.store import Store, title_keys
 
+ARXIV_DOI_PREFIX = "10.48550/arxiv."
 FUZZY_THRESHOLD = 95.0
 MIN_FUZZY_LENGTH = 24
 
@@ -41,10 +43,20 @@ def title_numbers(key: str) -> list[str]:
     return sorted([str(int(n)) for n in re.findall(r"\d+", key)] + [w for w in key.split() if w in _ROMAN])
 
 
-def _conflict(a: Known | Paper, p: Known | Paper) -> bool:
-    """True when an identifier proves two records are different papers (either way round)."""
+def is_arxiv_doi(doi: str | None) -> bool:
+    """arXiv's own DOI for a preprint (10.48550/arXiv.ID): it names the preprint, not the paper
+    a journal or conference publishes, which has a DOI of its own."""
+    return bool(doi) and str(doi).lower().startswith(ARXIV_DOI_PREFIX)
+
+
+def conflict(a: Known | Paper, p: Known | Paper) -> bool:
+    """True when an identifier proves two records are different papers (either way round).
+
+    A preprint's arXiv DOI and the DOI of its published version are the same paper's: they
+    conflict only through the arXiv ids they carry."""
     return bool(
-        (a.arxiv_id and p.arxiv_id and a.arxiv_id != p.arxiv_id) or (a.doi and p.doi and a.doi != p.doi)
+        (a.arxiv_id and p.arxiv_id and a.arxiv_id != p.arxiv_id)
+        or (a.doi and p.doi and a.doi != p.doi and not (is_arxiv_doi(a.doi) or is_arxiv_doi(p.doi)))
     )
 
 
@@ -73,10 +85,10 @@ class _Index:
             return self.by_id[paper.id], "same id"
         if paper.arxiv_id and paper.arxiv_id in self.by_arxiv:
             return self.by_arxiv[paper.arxiv_id], "same arXiv id"
-        if paper.doi and paper.doi in self.by_doi and not _conflict(self.by_doi[paper.doi], paper):
+        if paper.doi and paper.doi in self.by_doi and not conflict(self.by_doi[paper.doi], paper):
             return self.by_doi[paper.doi], "same DOI"
         for known in self.by_title.get(key, []):
-            if not _conflict(known, paper):
+            if not conflict(known, paper):
                 return known, "same title"
         if len(key) < MIN_FUZZY_LENGTH:
             return None
@@ -88,7 +100,7 @@ class _Index:
                 score = fuzz.ratio(key, known.title_key)
                 if (
                     score >= FUZZY_THRESHOLD
-                    and not _conflict(known, paper)
+                    and not conflict(known, paper)
                     and title_numbers(known.title_key) == numbers
                     and (best is None or score > best[0])
                 ):
@@ -116,7 +128,7 @@ def _merge_stored_duplicates(store: Store, index: _Index) -> int:
         if len(alive) < 2:
             continue
         # Most such groups are different papers an identifier tells apart: no store read for them.
-        if all(_conflict(a, b) for i, a in enumerate(alive) for b in alive[i + 1 :]):
+        if all(conflict(a, b) for i, a in enumerate(alive) for b in alive[i + 1 :]):
             continue
         added = {item.paper.id: item.added_at for item in store.get_many([k.id for k in alive])}
         alive = sorted(
@@ -124,7 +136,7 @@ def _merge_stored_duplicates(store: Store, index: _Index) -> int:
         )
         keep = alive[0]
         for other in alive[1:]:
-            if _conflict(keep, other):
+            if conflict(keep, other):
                 continue
             store.absorb(keep.id, other.id, "duplicate record made by an import running at the same time")
             merged.add(other.id)
