@@ -63,6 +63,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Commands that only read the store: on a full disk or a read-only mount they read a copy.
 READING_COMMANDS = frozenset(
     {"stats", "ranked", "show", "search", "export", "digest", "eval", "suggest-agenda", "doctor", "agenda"}
+    | {"list ls", "list show", "feed ls"}  # a group's commands: see `subcommand`
 )
 
 
@@ -260,6 +261,13 @@ def main(
     state._store = None
     state._ranking = None
     state.command = ctx.invoked_subcommand
+
+
+def subcommand(ctx: typer.Context) -> None:
+    """A command group's callback: the command is "group command" ("list ls"), so that the
+    group's reading commands open the store for reading."""
+    if ctx.parent is not None and ctx.parent.invoked_subcommand and ctx.invoked_subcommand:
+        state.command = f"{ctx.parent.invoked_subcommand} {ctx.invoked_subcommand}"
 
 
 def _progress(*fields: str) -> Progress:

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assistant.cli import _progress, app, console, err_console, state, user_errors
+from assistant.cli import _progress, app, console, err_console, state, subcommand, user_errors
 from assistant.cli_export import OutputOption, emit, optional_agenda, queue_shift
 from assistant.digest import MATCH
 from assistant.digest import build as build_digest
@@ -33,6 +33,7 @@ feed_app = typer.Typer(
     "store; 'triage fetch' brings what is new from them.",
     no_args_is_help=True,
 )
+feed_app.callback()(subcommand)
 app.add_typer(feed_app, name="feed")
 
 Name = Annotated[str, typer.Argument(help="The feed's name.", show_default=False)]

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assistant.cli import app, console, read_ids, state, user_errors
+from assistant.cli import app, console, read_ids, state, subcommand, user_errors
 from assistant.export import by_relevance
 from assistant.lists import ReadingLists
 from assistant.render import papers_table
@@ -20,6 +20,7 @@ list_app = typer.Typer(
     "deleting a list never deletes a paper.",
     no_args_is_help=True,
 )
+list_app.callback()(subcommand)
 app.add_typer(list_app, name="list")
 
 Name = Annotated[str, typer.Argument(help="The list's name.", show_default=False)]

@@ -102,6 +102,9 @@ def test_a_read_only_store_reads_and_says_why_it_cannot_write(small_disk: Path, 
             result.output.split()
         )
         assert invoke(view / "store", "export", "-f", "ris").exit_code == 0
+        for group in (["list", "ls"], ["feed", "ls"]):  # a command group's reading commands too
+            result = invoke(view / "store", *group)
+            assert result.exit_code == 0 and "Traceback" not in result.output, result.output
         result = invoke(view / "store", "ingest", str(SAMPLE))
         assert result.exit_code == 1 and "is read-only" in result.output and "Traceback" not in result.output
     finally:
