@@ -56,9 +56,47 @@ def normalize_title(title: str) -> str:
     return " ".join(text.split())
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
+_DOTLESS_ACCENTED = re.compile(r"([\u0131\u0237])([\u0300-\u036f])")
+
+
+def clean_unicode(value: str) -> str:
+    """Text without what a mojibake feed leaves in it: control characters (line breaks and tabs
+    stay), combining marks with no letter to sit on or stacked on one letter more than twice;
+    a dotless i or j carrying an accent (a decoded `{\\'\\i}`) becomes the accented letter."""
+    text = _CONTROL.sub("", value)
+    text = _DOTLESS_ACCENTED.sub(lambda m: {"\u0131": "i", "\u0237": "j"}[m.group(1)] + m.group(2), text)
+    text = unicodedata.normalize("NFC", text)
+    if not any(unicodedata.combining(ch) for ch in text):
+        return text
+    out: list[str] = []
+    stacked = 0
+    for ch in text:
+        if unicodedata.combining(ch):
+            base = out[-1 - stacked] if len(out) > stacked else ""
+            repeated = ch in unicodedata.normalize("NFD", base) or (stacked and ch in out[-stacked:])
+            if not base.isalpha() or stacked >= 2 or repeated:
+                continue
+            stacked += 1
+        else:
+            stacked = 0
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
 def clean_text(value: str) -> str:
-    """Collapse runs of whitespace (titles and names must be one line)."""
-    return " ".join(unicodedata.normalize("NFKC", value).split())
+    """Collapse runs of whitespace (titles and names must be one line); control characters and
+    stray combining marks dropped (`clean_unicode`)."""
+    return " ".join(clean_unicode(unicodedata.normalize("NFKC", value)).split())
+
+
+def clean_block(value: str) -> str:
+    """Like `clean_text`, but line breaks stay (notes): spaces are collapsed within each line,
+    and runs of blank lines become one."""
+    lines = [
+        " ".join(line.split()) for line in clean_unicode(unicodedata.normalize("NFKC", value)).splitlines()
+    ]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
 def paper_id_for(*, arxiv_id: str | None = None, doi: str | None = None, title: str = "") -> str:
@@ -80,6 +118,139 @@ class Status(StrEnum):
     MAYBE = "maybe"
 
 
+_PARTICLES = frozenset(
+    "van von der den de del della dei degli di da dal dos das do du la le les lo ter ten zu zur af av "
+    "bin ibn al el st. saint".split()
+)
+_SUFFIX = re.compile(r"^(jr\.?|sr\.?|ii|iii|iv|v|vi|2nd|3rd)$", re.IGNORECASE)
+_INITIALS = re.compile(r"^(?:[A-Z]\.?-?){1,4}$")
+_ORGANISATION = re.compile(
+    r"\b(collaboration|consortium|group|team|society|association|institute|university|committee|"
+    r"council|court|agency|foundation|organi[sz]ation|project|network|initiative|centre|center|"
+    r"ministry|department|office|board|commission|federation|union|alliance|panel|working|"
+    r"corporation|inc\.?|ltd\.?|gmbh|llc)\b",
+    re.IGNORECASE,
+)
+
+
+class Person(BaseModel):
+    """A name in parts, as reference managers keep it: `{Portegies Zwart}, Simon` is family
+    `Portegies Zwart`; `van de Schoot, Rens` has particle `van de`; `Thompson, F.R., III` has
+    suffix `III`; an organisation (`{Planck Collaboration}`) is a `literal` and never split."""
+
+    family: str = ""
+    given: str = ""
+    particle: str = ""  # a lower-case prefix kept with the family name (CSL non-dropping-particle)
+    dropping_particle: str = ""  # CSL dropping-particle (`de` in Jean de La Fontaine, in some styles)
+    suffix: str = ""
+    literal: str = ""
+
+    @property
+    def display(self) -> str:
+        """The name as people write it: `Rens van de Schoot`, `F.R. Thompson III`."""
+        if self.literal:
+            return self.literal
+        words = [self.given, self.dropping_particle, self.particle, self.family, self.suffix]
+        return " ".join(w for w in words if w)
+
+    @property
+    def last(self) -> str:
+        """The family name with its particle, as it sorts in a citation key."""
+        return self.literal or " ".join(w for w in (self.particle, self.family) if w)
+
+
+def parse_name(name: str) -> Person:
+    """A name written as one string, in parts: `First Last`, `Last, First`, `Last, First, Suffix`,
+    `Last, Suffix, First` (BibTeX), `Nakashima S.` (family then initials, as Embase and PubMed
+    write it). A name that reads as an organisation is kept whole as a literal; lower-case
+    particles (`van de`) are a particle, capitalised ones (`Del Maestro`) part of the family name."""
+    name = " ".join(name.split()).strip(" ,;")
+    if not name:
+        return Person()
+    parts = [p.strip() for p in name.split(",")]
+    if len(parts) == 1 and _ORGANISATION.search(name):
+        return Person(literal=name)
+    if len(parts) >= 2 and all(parts):
+        suffix = ""
+        if len(parts) >= 3 and _SUFFIX.match(parts[-1]):
+            suffix = parts.pop()
+        elif len(parts) >= 3 and _SUFFIX.match(parts[1]):
+            suffix = parts.pop(1)
+        elif len(parts) == 2 and _SUFFIX.match(parts[1]):  # `John Smith, Jr.`
+            person = parse_name(parts[0])
+            return person.model_copy(update={"suffix": parts[1]})
+        if len(parts) == 2:
+            words = parts[0].split()
+            i = 0
+            while i < len(words) - 1 and words[i] in _PARTICLES:
+                i += 1
+            return Person(
+                family=" ".join(words[i:]), given=parts[1], particle=" ".join(words[:i]), suffix=suffix
+            )
+    words = name.split()
+    suffix = ""
+    if len(words) > 2 and _SUFFIX.match(words[-1]) and words[-1] not in ("V", "v"):
+        suffix = words.pop()
+    if len(words) == 1:
+        return Person(family=words[0], suffix=suffix)
+    if len(words) >= 2 and _INITIALS.match(words[-1]) and not _INITIALS.match(words[0]):
+        # `Nakashima S.`, `Ng AY`: the family name comes first, the initials after it.
+        cut = len(words) - 1
+        while cut > 1 and _INITIALS.match(words[cut - 1]):
+            cut -= 1
+        lead = 0
+        while lead < cut - 1 and words[lead] in _PARTICLES:
+            lead += 1
+        return Person(
+            family=" ".join(words[lead:cut]),
+            given=" ".join(words[cut:]),
+            particle=" ".join(words[:lead]),
+            suffix=suffix,
+        )
+    start = len(words) - 1
+    while start > 1 and words[start - 1].casefold() in _PARTICLES:
+        start -= 1
+    lower = start
+    while lower < len(words) - 1 and words[lower].islower():
+        lower += 1
+    return Person(
+        given=" ".join(words[:start]),
+        particle=" ".join(words[start:lower]),
+        family=" ".join(words[lower:]),
+        suffix=suffix,
+    )
+
+
+class Biblio(BaseModel):
+    """What a reference manager's record says beyond the fields every paper has, kept so that an
+    export gives it back: the item type, structured names, the source's own keywords and every
+    other field (by its CSL-JSON variable name: `volume`, `issue`, `page`, `ISBN`, `publisher`,
+    `publisher-place`, `collection-title`, `edition`, `note`, `title-short`, `accessed`...), and
+    the fields no other format has a place for, as the source wrote them (`source_fields`)."""
+
+    type: str = ""  # the CSL item type: article-journal, chapter, thesis, report, webpage...
+    source_format: str = ""  # bibtex, ris or csl-json
+    source_type: str = ""  # the type as the source spelled it: phdthesis, JOUR, webpage
+    authors: list[Person] = Field(default_factory=list)
+    editors: list[Person] = Field(default_factory=list)
+    fields: dict[str, str] = Field(default_factory=dict)
+    keywords: list[str] = Field(default_factory=list)
+    source_fields: dict[str, Any] = Field(default_factory=dict)
+
+    def merged_with(self, other: Biblio) -> Biblio:
+        """This record, with what only `other` has filled in."""
+        return Biblio(
+            type=self.type or other.type,
+            source_format=self.source_format or other.source_format,
+            source_type=self.source_type or other.source_type,
+            authors=self.authors or other.authors,
+            editors=self.editors or other.editors,
+            fields={**other.fields, **self.fields},
+            keywords=list(dict.fromkeys([*self.keywords, *other.keywords])),
+            source_fields={**other.source_fields, **self.source_fields},
+        )
+
+
 class Paper(BaseModel):
     """One paper, whatever source it came from."""
 
@@ -96,6 +267,9 @@ class Paper(BaseModel):
     url: str | None = None
     sources: list[str] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
+    # The reference manager's record (types, structured names, every other field); None for
+    # papers from feeds and listings, and in stores made before it existed.
+    biblio: Biblio | None = None
 
     @field_validator("title")
     @classmethod
@@ -132,6 +306,16 @@ class Paper(BaseModel):
         return None
 
     @property
+    def people(self) -> list[Person]:
+        """The authors in parts: the source's own structure where it still names the same
+        people as `authors`, else each name parsed."""
+        given = self.biblio.authors if self.biblio else []
+        return [
+            given[i] if i < len(given) and given[i].display == name else parse_name(name)
+            for i, name in enumerate(self.authors)
+        ]
+
+    @property
     def link(self) -> str | None:
         if self.arxiv_id:
             return f"https://arxiv.org/abs/{self.arxiv_id}"
@@ -158,11 +342,16 @@ class Paper(BaseModel):
         def union(a: list[str], b: list[str]) -> list[str]:
             return list(dict.fromkeys([*a, *b]))
 
+        authors = other.authors if len(other.authors) > len(self.authors) else self.authors
+        first, second = (other, self) if authors is other.authors else (self, other)
+        biblio = first.biblio or second.biblio
+        if first.biblio and second.biblio:
+            biblio = first.biblio.merged_with(second.biblio)
         return Paper(
             id=self.id,
             title=fuller(self.title, other.title),
             abstract=fuller(self.abstract, other.abstract),
-            authors=other.authors if len(other.authors) > len(self.authors) else self.authors,
+            authors=authors,
             year=self.year or other.year,
             date=richer(self.date, other.date),
             venue=richer(self.venue, other.venue),
@@ -172,6 +361,7 @@ class Paper(BaseModel):
             url=self.url or other.url,
             sources=union(self.sources, other.sources),
             extra={**other.extra, **self.extra},
+            biblio=biblio,
         )
 
 

@@ -35,6 +35,7 @@ from assistant.embedding import make_embedder
 from assistant.errors import ReadOnlyError, StoreError, disk_full, is_disk_full, is_read_only, read_only
 from assistant.models import (
     Assessment,
+    Biblio,
     Decision,
     MergeEntry,
     MergeLog,
@@ -100,6 +101,8 @@ def paper_metadata(paper: Paper) -> dict[str, Any]:
     for name in _PAPER_LISTS:
         meta[name] = _list_meta(getattr(paper, name))
     meta["extra"] = json.dumps(paper.extra, ensure_ascii=False, sort_keys=True) if paper.extra else None
+    # Absent in stores made before papers carried it (they load with biblio None).
+    meta["biblio"] = paper.biblio.model_dump_json(exclude_defaults=True) if paper.biblio else None
     meta["day"] = paper.day
     meta["touched"] = time.time()
     return meta
@@ -189,7 +192,17 @@ def _paper_from(pid: str, document: str | None, meta: dict[str, Any]) -> Paper:
         url=meta.get("url"),
         sources=list(meta.get("sources") or []),
         extra=extra,
+        biblio=_biblio_from(meta.get("biblio")),
     )
+
+
+def _biblio_from(raw: Any) -> Biblio | None:
+    if not raw:
+        return None
+    try:
+        return Biblio.model_validate_json(raw)
+    except ValueError:  # written by a newer version in a shape this one does not know
+        return None
 
 
 def _stored_from(pid: str, document: str | None, meta: dict[str, Any] | None) -> StoredPaper:

@@ -32,7 +32,12 @@ class ExportFormat:
 FORMATS: dict[str, ExportFormat] = {
     f.name: f
     for f in (
-        ExportFormat("bib", (".bib", ".bibtex"), "BibTeX for LaTeX, biber, Zotero, JabRef", bib.write),
+        ExportFormat(
+            "bib", (".bib", ".bibtex"), "BibTeX for LaTeX (bibtex or biber), Zotero, JabRef", bib.write
+        ),
+        ExportFormat(
+            "biblatex", (), "the same entries in UTF-8, for biblatex with biber", bib.write_biblatex
+        ),
         ExportFormat("ris", (".ris",), "RIS for Zotero, EndNote, Mendeley", ris.write),
         ExportFormat(
             "csl-json", (".json",), "CSL-JSON, Zotero's native format (and pandoc's)", csljson.write

@@ -1,77 +1,147 @@
-"""BibTeX (read by BibTeX, biber, Zotero, JabRef): written with bibtexparser, escaped with pylatexenc.
+"""BibTeX (read by BibTeX, biber, Zotero, JabRef): written with bibtexparser, escaped by `latex`.
 
-Prose fields are LaTeX-encoded (`%`, `&`, `#`, `_`, `{`, `}`, `\\`, `$`, `~`, accents), words with
-inner capitals are brace-protected (`{BERT}`), arXiv papers carry `eprint`/`archivePrefix`/
-`primaryClass`, identifiers and links are written verbatim (biber reads them as verbatim fields).
-The researcher's note goes to `annote`, which bibliography styles do not print.
+Two dialects of one entry:
+- `bib` (BibTeX): non-ASCII letters as LaTeX accents that classic BibTeX handles (it counts
+  bytes, so UTF-8 names break its sorting and initials) and biber decodes back to the same
+  characters (`í` is `{\\'i}`);
+- `biblatex` (biber): the same fields in UTF-8, which biber reads natively and pdflatex prints
+  (biber writes UTF-8 to the .bbl whichever way the .bib spelled a letter), with biblatex's
+  types for web pages, data sets and software and the full `date`.
+
+Every field value is brace-balanced whatever the text, math (`$...$`) stays math, words with
+inner capitals are brace-protected (`{BERT}`), and a title that came from a .bib is written as
+its source spelled it (case protection, math) while it still reads the same. Entries keep the
+source's type and fields (pages, volume, number, editor, series, address, ISBN, ISSN, edition,
+month, note, shorttitle, urldate...), names keep their parts (`{Portegies Zwart}, Simon`,
+`{Planck Collaboration}`, `Thompson, III, F. R.`), and an entry with neither author nor editor
+gets a `key` to sort by. arXiv papers carry `eprint`/`archivePrefix`/`primaryClass`;
+identifiers and links are written verbatim. The researcher's note goes to `annote`.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 
 import bibtexparser
 from bibtexparser.library import Library
 from bibtexparser.model import Entry, Field
-from pylatexenc.latexencode import RULE_DICT, UnicodeToLatexConversionRule, UnicodeToLatexEncoder
+from pylatexenc.latex2text import LatexNodes2Text
 
-from assistant.export.common import ExportContext, all_tags, one_line, split_name
+from assistant.export import latex
+from assistant.export.common import (
+    ExportContext,
+    authors,
+    biblio_field,
+    csl_type,
+    editors,
+    keywords,
+    note_lines,
+    one_line,
+    venue,
+)
 from assistant.export.keys import citation_keys
-from assistant.models import Paper, StoredPaper
+from assistant.models import Paper, Person, StoredPaper, clean_text
 
-# Characters with no LaTeX macro (CJK, ...) are kept as UTF-8, which biber and Zotero read.
-logging.getLogger("pylatexenc.latexencode").setLevel(logging.ERROR)
-_ENCODER = UnicodeToLatexEncoder(
-    conversion_rules=[
-        # A straight double quote stays one (pylatexenc would make it a closing curly quote);
-        # a bar is a dash in LaTeX's default font encoding unless it is math.
-        UnicodeToLatexConversionRule(
-            rule_type=RULE_DICT, rule={ord('"'): '{"}', ord("|"): "\\ensuremath{|}"}
-        ),
-        "defaults",
-    ],
-    non_ascii_only=False,
-    unknown_char_policy="keep",
-)
-_LIGATURE = re.compile(r"([-'`])(?=\1)")  # `--`, `''`, ``` `` ``` are dashes and quotes in TeX
 _INNER_CAPITAL = re.compile(r"[^\W\d_][^\s-]*?[A-Z]")  # a capital after the first letter of a part
-_CONFERENCE = re.compile(
-    r"proceedings|conference|workshop|symposium|\b(ACL|EMNLP|NAACL|EACL|AACL|COLING|LREC|NeurIPS|NIPS|"
-    r"ICML|ICLR|AAAI|IJCAI|CVPR|ICCV|ECCV|SIGIR|KDD|WWW|CHI|Interspeech|ICASSP)\b",
-    re.IGNORECASE,
-)
 _ARXIV_CATEGORY = re.compile(r"^[a-z][a-z-]*(\.[A-Za-z-]+)?$")
 _MONTHS = "jan feb mar apr may jun jul aug sep oct nov dec".split()
-# Entry types a paper imported from BibTeX keeps, with the field its venue goes to.
+# CSL item type -> BibTeX entry type (and the biblatex one where it has its own).
+_TYPES = {
+    "article-journal": "article",
+    "article-magazine": "article",
+    "article-newspaper": "article",
+    "periodical": "article",
+    "review": "article",
+    "review-book": "article",
+    "paper-conference": "inproceedings",
+    "chapter": "incollection",
+    "entry": "incollection",
+    "entry-dictionary": "incollection",
+    "entry-encyclopedia": "incollection",
+    "book": "book",
+    "report": "techreport",
+    "thesis": "phdthesis",
+    "manuscript": "unpublished",
+    "pamphlet": "booklet",
+}
+_BIBLATEX_TYPES = {
+    "webpage": "online",
+    "post": "online",
+    "post-weblog": "online",
+    "dataset": "dataset",
+    "software": "software",
+    "patent": "patent",
+}
+# Entry types with a container: the field the venue goes to.
 _VENUE_FIELD = {
     "article": "journal",
     "inproceedings": "booktitle",
+    "conference": "booktitle",
     "incollection": "booktitle",
-    "book": "publisher",
+    "inbook": "booktitle",
+}
+# The field a publisher goes to, by entry type.
+_PUBLISHER_FIELD = {
     "techreport": "institution",
+    "report": "institution",
+    "manual": "organization",
     "phdthesis": "school",
     "mastersthesis": "school",
-    "misc": "howpublished",
-    "unpublished": "note",
+    "thesis": "school",
 }
+# CSL variable -> BibTeX field, for plain values.
+_FIELDS = {
+    "volume": "volume",
+    "collection-title": "series",
+    "publisher-place": "address",
+    "edition": "edition",
+    "ISBN": "isbn",
+    "ISSN": "issn",
+    "title-short": "shorttitle",
+    "accessed": "urldate",
+    "genre": "type",
+    "chapter-number": "chapter",
+    "language": "language",
+    "event-title": "eventtitle",
+    "event-place": "venue",
+    "number-of-pages": "pagetotal",
+    "number-of-volumes": "volumes",
+    "PMID": "pmid",
+    "PMCID": "pmcid",
+}
+# Fields reference managers keep for themselves (no style prints them): written back as they came.
+_BOOKKEEPING = frozenset(
+    "file pdf timestamp owner groups mendeley-tags creationdate modificationdate added-at biburl "
+    "bibsource interhash intrahash ranking readstatus priority qualityassured".split()
+)
+_DECODE = LatexNodes2Text(math_mode="verbatim")
 
 
-def escape(text: str) -> str:
-    """Unicode text as LaTeX that prints the same characters (and decodes back to them)."""
-    return _LIGATURE.sub(r"\1{}", str(_ENCODER.unicode_to_latex(one_line(text))))
+def escape(text: str, utf8: bool = False) -> str:
+    """Unicode text as a brace-balanced LaTeX field value (see `latex.escape`), on one line."""
+    return latex.escape(one_line(text), utf8=utf8)
 
 
-def escape_title(title: str) -> str:
-    """Escaped, with words that have an inner capital (`BERT`, `LoRA`, `GPT-4`) kept from lowercasing."""
-    words = one_line(title).split(" ")
-    return " ".join(
-        f"{{{escape(w)}}}"
-        if any(_INNER_CAPITAL.match(part.lstrip("([`'\"")) for part in w.split("-"))
-        else escape(w)
-        for w in words
-    )
+def escape_title(title: str, utf8: bool = False) -> str:
+    """Escaped, with words that have an inner capital (`BERT`, `LoRA`, `GPT-4`, `H$_2$O`) kept from
+    lowercasing; a math span is one word, whatever spaces it holds."""
+    text = one_line(title)
+    masked = list(text)
+    for start, end in latex.math_spans(text):
+        for i in range(start, end):
+            if masked[i] == " ":
+                masked[i] = "\x04"
+    out = []
+    for token in "".join(masked).split(" "):
+        word = token.replace("\x04", " ")
+        shape = word
+        for start, end in reversed(latex.math_spans(word)):
+            shape = shape[:start] + "x" + shape[end:]
+        escaped = escape(word, utf8)
+        protect = any(_INNER_CAPITAL.match(part.lstrip("([`'\"")) for part in shape.split("-"))
+        out.append(f"{{{escaped}}}" if protect else escaped)
+    return " ".join(out)
 
 
 def verbatim(value: str) -> str:
@@ -79,69 +149,223 @@ def verbatim(value: str) -> str:
     return re.sub(r"[{}\\\s]", lambda m: f"%{ord(m.group()):02X}", value.strip())
 
 
-def bib_name(name: str) -> str:
-    """`Rens van de Schoot` -> `van de Schoot, Rens`; a name with ` and ` in it is kept whole."""
-    if re.search(r"\band\b", name, re.IGNORECASE):
-        return f"{{{escape(name)}}}"
-    parts = split_name(name)
-    last = escape(parts.last)
-    if parts.suffix:
-        return f"{last}, {escape(parts.suffix)}, {escape(parts.given)}"
-    return f"{last}, {escape(parts.given)}" if parts.given else last
+def _part(text: str, utf8: bool) -> str:
+    """A name part: escaped, and braced if BibTeX would split it or take it for a `von` part."""
+    value = escape(text, utf8)
+    if re.search(r",|\band\b", text, re.IGNORECASE) or (text[:1].islower() and text[:1].isalpha()):
+        return f"{{{value}}}"
+    return value
 
 
-def entry_type(paper: Paper) -> tuple[str, str | None]:
+def bib_name(person: Person | str, utf8: bool = False) -> str:
+    """`van de Schoot, Rens`, `{Portegies Zwart}, Simon`, `Thompson, III, F. R.`, `{Planck
+    Collaboration}`: a name BibTeX and biber split into the same parts."""
+    if isinstance(person, str):
+        from assistant.models import parse_name
+
+        person = parse_name(person)
+    if person.literal or not person.family:
+        return f"{{{escape(person.literal or person.display, utf8)}}}"
+    family = escape(person.family, utf8)
+    if " " in person.family or re.search(r",|\band\b", person.family, re.IGNORECASE):
+        family = f"{{{family}}}"
+    elif person.family[:1].islower():
+        family = f"{{{family}}}"
+    von = " ".join(escape(w, utf8) for w in (person.dropping_particle, person.particle) if w)
+    last = f"{von} {family}".strip()
+    given = " ".join(_part(w, utf8) for w in person.given.split())
+    if person.suffix:
+        return f"{last}, {_part(person.suffix, utf8)}, {given}"
+    return f"{last}, {given}" if given else last
+
+
+def entry_type(paper: Paper, dialect: str = "bib") -> tuple[str, str | None]:
     """The entry type and the field that holds the venue (None: no venue to write)."""
-    venue = paper.venue
-    if venue and re.fullmatch(r"(arxiv|arxiv\.org|corr|arxiv preprint.*)", venue.strip(), re.IGNORECASE):
-        venue = None
+    biblio = paper.biblio
     original = str(paper.extra.get("entry_type") or "").lower()
-    if venue and original in _VENUE_FIELD:
-        return original, _VENUE_FIELD[original]
-    if venue:
-        return ("inproceedings", "booktitle") if _CONFERENCE.search(venue) else ("article", "journal")
-    return "misc", None
+    if biblio and biblio.source_format == "bibtex" and biblio.source_type:
+        kind = biblio.source_type
+    elif biblio is None and original and (original not in _VENUE_FIELD or venue(paper)):
+        kind = original
+    else:
+        ctype = csl_type(paper)
+        kind = (_BIBLATEX_TYPES.get(ctype) if dialect == "biblatex" else None) or _TYPES.get(ctype, "misc")
+        if kind == "phdthesis" and re.search(r"master", biblio_field(paper, "genre") or "", re.IGNORECASE):
+            kind = "mastersthesis"
+        if kind == "unpublished" and not (biblio_field(paper, "note")):
+            kind = "misc"
+    if kind in _VENUE_FIELD:
+        return kind, _VENUE_FIELD[kind] if venue(paper) else None
+    if kind == "misc" and venue(paper) and not (paper.biblio and paper.biblio.fields.get("publisher")):
+        return kind, "howpublished"
+    return kind, None
 
 
 def primary_class(paper: Paper) -> str | None:
     return next((c for c in paper.categories if _ARXIV_CATEGORY.match(c) and "." in c), None)
 
 
-def entry(item: StoredPaper, key: str) -> Entry:
+def _source_title(paper: Paper) -> str | None:
+    """The title as the source .bib spelled it, if it still reads as the paper's title and is
+    safe to write back."""
+    raw = paper.biblio.source_fields.get("title") if paper.biblio else None
+    if not isinstance(raw, str):
+        return None
+    raw = latex.dotted_i(raw)
+    if not latex.safe_raw(raw):
+        return None
+    try:
+        decoded = clean_text(str(_DECODE.latex_to_text(raw)))
+    except Exception:  # pylatexenc gives up on some damaged input
+        return None
+    return raw if decoded == paper.title else None
+
+
+def _date_fields(paper: Paper, dialect: str) -> list[Field]:
+    out: list[Field] = []
+    issued = biblio_field(paper, "issued") or ""
+    month = None
+    if paper.date and re.match(r"^\d{4}-\d{2}", paper.date):
+        month = int(paper.date[5:7])
+    elif re.match(r"^\d{4}-\d{2}$", issued):
+        month = int(issued[5:7])
+    if paper.year:
+        out.append(Field("year", str(paper.year)))
+        if month and 1 <= month <= 12:
+            out.append(Field("month", _MONTHS[month - 1], enclosing="no-enclosing"))
+        if dialect == "biblatex" and paper.date and re.fullmatch(r"\d{4}-\d{2}-\d{2}", paper.date):
+            out.append(Field("date", paper.date))
+    return out
+
+
+def _pages(value: str, utf8: bool) -> str:
+    """`12-19`, `12–19` -> `12--19` (a range is an en dash in TeX); each side escaped."""
+    return "--".join(escape(part, utf8) for part in re.split(r"\s*[-‐‑‒–—]+\s*", value.strip()))
+
+
+def entry(item: StoredPaper, key: str, dialect: str = "bib") -> Entry:
     p = item.paper
-    kind, venue_field = entry_type(p)
-    fields: list[Field] = [Field("title", escape_title(p.title))]
-    if p.authors:
-        fields.append(Field("author", " and ".join(bib_name(a) for a in p.authors)))
-    if p.year:
-        fields.append(Field("year", str(p.year)))
-        if p.date and re.match(r"^\d{4}-\d{2}", p.date) and 1 <= int(p.date[5:7]) <= 12:
-            fields.append(Field("month", _MONTHS[int(p.date[5:7]) - 1], enclosing="no-enclosing"))
-    if venue_field and p.venue:
-        fields.append(Field(venue_field, escape(p.venue)))
+    utf8 = dialect == "biblatex"
+    kind, venue_field = entry_type(p, dialect)
+    biblio = p.biblio
+    source = biblio.source_fields if biblio and biblio.source_format == "bibtex" else {}
+    title = _source_title(p)
+    fields: list[Field] = [Field("title", title if title is not None else escape_title(p.title, utf8))]
+    people = authors(p)
+    if people:
+        names = " and ".join(bib_name(n, utf8) for n in people)
+        fields.append(Field("author", names + (" and others" if source.get("author_others") else "")))
+    eds = editors(p)
+    if eds:
+        names = " and ".join(bib_name(n, utf8) for n in eds)
+        fields.append(Field("editor", names + (" and others" if source.get("editor_others") else "")))
+    fields += _date_fields(p, dialect)
+    place = venue(p)
+    publisher = biblio_field(p, "publisher")
+    if venue_field and place:
+        fields.append(Field(venue_field, escape(place, utf8)))
+    elif place and not publisher and kind in (*_PUBLISHER_FIELD, "book", "proceedings", "booklet"):
+        publisher = place
+    if publisher:
+        fields.append(Field(_PUBLISHER_FIELD.get(kind, "publisher"), escape(publisher, utf8)))
+    for name in ("institution", "school"):  # a second one the publisher field did not take
+        if isinstance(source.get(name), str) and name != _PUBLISHER_FIELD.get(kind):
+            fields.append(Field(name, _raw(source[name], utf8)))
+    number = biblio_field(p, "issue") or biblio_field(p, "number") or biblio_field(p, "collection-number")
+    if number:
+        fields.append(Field("number", escape(number, utf8)))
+    page = biblio_field(p, "page")
+    if page:
+        fields.append(Field("pages", _pages(page, utf8)))
+    for variable, name in _FIELDS.items():
+        value = biblio_field(p, variable)
+        if value and not any(f.key == name for f in fields):
+            fields.append(Field(name, escape(value, utf8)))
+    note = biblio_field(p, "note")
+    if note:
+        fields.append(Field("note", _block(note, utf8)))
     if p.arxiv_id:
         fields += [Field("eprint", verbatim(p.arxiv_id)), Field("archivePrefix", "arXiv")]
         category = primary_class(p)
         if category:
             fields.append(Field("primaryClass", category))
-    if p.doi:
-        fields.append(Field("doi", verbatim(p.doi)))
+    else:
+        other = next((str(v) for k, v in p.extra.items() if k.startswith("eprint_") and v), None)
+        archive = source.get("eprinttype") or source.get("archiveprefix")
+        if other and archive:
+            fields += [Field("eprint", verbatim(other)), Field("eprinttype", verbatim(str(archive)))]
+    doi = p.doi or biblio_field(p, "DOI")
+    if doi:
+        fields.append(Field("doi", verbatim(doi)))
     url = p.url or p.link
     if url:
         fields.append(Field("url", verbatim(url)))
     if p.abstract:
-        fields.append(Field("abstract", escape(p.abstract)))
-    tags = all_tags(item)
-    if tags:
-        fields.append(Field("keywords", escape(", ".join(one_line(t).replace(",", " ") for t in tags))))
-    if item.decision.note:
-        fields.append(Field("annote", escape(item.decision.note)))
+        fields.append(Field("abstract", escape(p.abstract, utf8)))
+    words = keywords(item)
+    if words:
+        fields.append(
+            Field("keywords", escape(", ".join(one_line(t).replace(",", " ") for t in words), utf8))
+        )
+    notes = [str(source[n]) for n in ("annote", "annotation") if isinstance(source.get(n), str)]
+    annote = "\n\n".join(
+        [*(_decode_raw(n) for n in notes), *([item.decision.note] if item.decision.note else [])]
+    )
+    if annote:
+        fields.append(Field("annote", _block(annote, utf8)))
+    if not people:
+        fields.append(Field("key", escape(_sort_key(p, eds), utf8)))
+    written = {f.key.lower() for f in fields}
+    for name, value in source.items():
+        if (
+            isinstance(value, str)
+            and name not in written
+            and name not in ("title", "annote", "annotation", "key", "eprinttype", "archiveprefix")
+        ):
+            fields.append(Field(name, _raw(value, utf8, bookkeeping=name in _BOOKKEEPING)))
     return Entry(kind, key, fields)
 
 
-def write(items: Sequence[StoredPaper], context: ExportContext) -> str:
+def _decode_raw(raw: str) -> str:
+    try:
+        return str(_DECODE.latex_to_text(raw))
+    except Exception:  # pylatexenc gives up on some damaged input
+        return raw
+
+
+def _raw(value: str, utf8: bool, bookkeeping: bool = False) -> str:
+    """A field as the source .bib wrote it, if that is safe to write back; else its text."""
+    value = latex.dotted_i(value)
+    if latex.balanced(value) and "\n\n" not in value and (bookkeeping or latex.safe_raw(value)):
+        return value
+    return escape(_decode_raw(value), utf8)
+
+
+def _block(text: str, utf8: bool) -> str:
+    """A note: escaped line by line, its line breaks kept (each paragraph balanced on its own)."""
+    return "\n".join(latex.escape(line, utf8=utf8) for line in note_lines(text).split("\n"))
+
+
+def _sort_key(paper: Paper, eds: list[Person]) -> str:
+    """What BibTeX sorts and labels an entry without an author by: its first editor's family
+    name, else the first words of its title."""
+    if eds:
+        return eds[0].last or eds[0].display
+    words = [w for w in re.split(r"\s+", paper.title) if w]
+    return " ".join(words[:3])
+
+
+def render(items: Sequence[StoredPaper], dialect: str) -> str:
     keys = citation_keys([i.paper for i in items])
     library = Library()
     for item in items:
-        library.add(entry(item, keys[item.paper.id]))
+        library.add(entry(item, keys[item.paper.id], dialect))
     return str(bibtexparser.write_string(library))  # type: ignore[attr-defined]
+
+
+def write(items: Sequence[StoredPaper], context: ExportContext) -> str:
+    return render(items, "bib")
+
+
+def write_biblatex(items: Sequence[StoredPaper], context: ExportContext) -> str:
+    return render(items, "biblatex")

@@ -6,15 +6,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import PurePath
 from urllib.parse import urlparse
 
 from assistant.agenda import NOT_INTERESTED, Agenda
-from assistant.models import StoredPaper, TopicScore, now_utc
+from assistant.models import Paper, Person, StoredPaper, TopicScore, now_utc, parse_name
 
 OTHER_GROUP = "Other papers"
 UNASSESSED_GROUP = "Not assessed"
-_PARTICLES = frozenset("van von der den de del della di da dos das du la le ter ten zu af av bin ibn".split())
-_SUFFIXES = frozenset("jr jr. sr sr. ii iii iv".split())
 
 
 @dataclass(frozen=True)
@@ -30,41 +29,103 @@ class ExportContext:
     generated_at: datetime = field(default_factory=now_utc)
 
 
-@dataclass(frozen=True)
-class Name:
-    """A person's name in parts (`Rens van de Schoot` -> given Rens, particle van de, family Schoot)."""
-
-    given: str
-    particle: str
-    family: str
-    suffix: str = ""
-
-    @property
-    def last(self) -> str:
-        """The family name with its particle, as it sorts in a citation key."""
-        return f"{self.particle} {self.family}".strip()
+def split_name(name: str) -> Person:
+    """A `First Last` (or `Last, First`) name in parts; an organisation stays whole."""
+    return parse_name(name)
 
 
-def split_name(name: str) -> Name:
-    """Split a `First Last` (or `Last, First`) name; a one-word name is all family name."""
-    name = " ".join(name.split())
-    if name.count(",") == 1:
-        last, given = (p.strip() for p in name.split(","))
-        words = last.split()
-        i = 0
-        while i < len(words) - 1 and words[i] in _PARTICLES:
-            i += 1
-        return Name(given, " ".join(words[:i]), " ".join(words[i:]))
-    words = name.split()
-    suffix = ""
-    if len(words) > 2 and words[-1].lower() in _SUFFIXES:
-        suffix = words.pop()
-    if len(words) <= 1:
-        return Name("", "", " ".join(words), suffix)
-    start = len(words) - 1
-    while start > 1 and words[start - 1] in _PARTICLES:
-        start -= 1
-    return Name(" ".join(words[:start]), " ".join(words[start:-1]), words[-1], suffix)
+# Item types whose venue is a container (journal, proceedings, book, website) in CSL.
+CONTAINER_TYPES = frozenset(
+    "article-journal article-magazine article-newspaper paper-conference chapter entry "
+    "entry-dictionary entry-encyclopedia webpage post post-weblog review review-book broadcast".split()
+)
+_CONFERENCE = re.compile(
+    r"proceedings|conference|workshop|symposium|\b(ACL|EMNLP|NAACL|EACL|AACL|COLING|LREC|NeurIPS|NIPS|"
+    r"ICML|ICLR|AAAI|IJCAI|CVPR|ICCV|ECCV|SIGIR|KDD|WWW|CHI|Interspeech|ICASSP)\b",
+    re.IGNORECASE,
+)
+_PREPRINT_VENUE = re.compile(r"(arxiv|arxiv\.org|corr|arxiv preprint.*)", re.IGNORECASE)
+_LEGACY_TYPES = {  # what stores made before `biblio` kept of the source's type, in `extra`
+    "article": "article-journal",
+    "inproceedings": "paper-conference",
+    "incollection": "chapter",
+    "book": "book",
+    "techreport": "report",
+    "phdthesis": "thesis",
+    "mastersthesis": "thesis",
+    "JOUR": "article-journal",
+    "CPAPER": "paper-conference",
+    "CONF": "paper-conference",
+    "CHAP": "chapter",
+    "BOOK": "book",
+    "THES": "thesis",
+    "RPRT": "report",
+}
+
+
+def venue(paper: Paper) -> str | None:
+    """The paper's venue, unless it only says "arXiv" (a preprint has no venue)."""
+    if paper.venue and _PREPRINT_VENUE.fullmatch(paper.venue.strip()):
+        return None
+    return paper.venue
+
+
+def csl_type(paper: Paper) -> str:
+    """The paper's item type in CSL's terms: the source's own type, else guessed from the venue."""
+    if paper.biblio and paper.biblio.type:
+        return paper.biblio.type
+    legacy = str(paper.extra.get("csl_type") or "")
+    if legacy:
+        return legacy
+    legacy = _LEGACY_TYPES.get(str(paper.extra.get("entry_type") or paper.extra.get("ris_type") or ""), "")
+    place = venue(paper)
+    if legacy and (place or legacy not in ("article-journal", "paper-conference", "chapter")):
+        return legacy
+    if place:
+        return "paper-conference" if _CONFERENCE.search(place) else "article-journal"
+    return "article" if paper.arxiv_id else "document"
+
+
+def biblio_field(paper: Paper, name: str) -> str | None:
+    """A field of the paper's bibliographic record (by CSL variable name), if it has one."""
+    return paper.biblio.fields.get(name) if paper.biblio else None
+
+
+def authors(paper: Paper) -> list[Person]:
+    """The paper's authors in parts; none when the names it shows as authors are its editors
+    (an edited book with no author of its own)."""
+    biblio = paper.biblio
+    if (
+        biblio
+        and not biblio.authors
+        and biblio.editors
+        and [e.display for e in biblio.editors] == paper.authors
+    ):
+        return []
+    return paper.people
+
+
+def editors(paper: Paper) -> list[Person]:
+    return list(paper.biblio.editors) if paper.biblio else []
+
+
+def keywords(item: StoredPaper) -> list[str]:
+    """The source's own keywords, then the engine's tags and the researcher's (added, never
+    instead), without repeats."""
+    own = item.paper.biblio.keywords if item.paper.biblio else []
+    seen: set[str] = set()
+    out = []
+    for word in [*own, *all_tags(item)]:
+        if word.casefold() not in seen:
+            seen.add(word.casefold())
+            out.append(word)
+    return out
+
+
+def note_lines(text: str) -> str:
+    """A note with its line breaks (runs of blank lines as one), other whitespace collapsed."""
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
 def safe_url(url: str | None) -> str | None:
@@ -160,6 +221,11 @@ def group_by_topic(
             )
         )
     return [g for g in groups.values() if g.entries]
+
+
+def agenda_name(agenda: Agenda) -> str:
+    """The agenda file's name: an export is shared, the local directory it sits in is not."""
+    return PurePath(agenda.path).name or "agenda"
 
 
 def one_line(text: str) -> str:

@@ -1,7 +1,13 @@
 """CSL-JSON, Zotero's native format (and pandoc's): an array of items valid against csl-data.json.
 
-arXiv preprints are written as Zotero writes them: type `article`, publisher `arXiv`, number
-`arXiv:ID`. The item id is the citation key, as in the BibTeX export.
+An item keeps the source's type (webpage, chapter, book, thesis...), names in their parts
+(`non-dropping-particle`, `suffix`, `literal` for organisations) and every variable the source
+had (page, volume, issue, ISSN, ISBN, publisher, short DOIs...). The venue is the
+`container-title` only of types that have a container; a book's, report's or thesis's venue is
+its publisher. arXiv preprints are written as Zotero writes them: type `article`, publisher
+`arXiv`, number `arXiv:ID` (never on a journal or conference item, where styles would print
+"Article arXiv:..."). Math is given as readable text (`H₂O`). The item id is the citation key,
+as in the BibTeX export.
 """
 
 from __future__ import annotations
@@ -11,66 +17,102 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from assistant.export.bib import entry_type
-from assistant.export.common import ExportContext, all_tags, split_name
+from assistant.export.common import (
+    CONTAINER_TYPES,
+    ExportContext,
+    authors,
+    csl_type,
+    keywords,
+    note_lines,
+    venue,
+)
 from assistant.export.keys import citation_keys
-from assistant.models import StoredPaper
+from assistant.export.latex import readable, readable_title
+from assistant.models import Person, StoredPaper, parse_name
 
-_TYPES = {
-    "article": "article-journal",
-    "inproceedings": "paper-conference",
-    "incollection": "chapter",
-    "book": "book",
-    "techreport": "report",
-    "phdthesis": "thesis",
-    "mastersthesis": "thesis",
-}
+_DATES = frozenset({"accessed", "available-date", "event-date", "issued", "original-date", "submitted"})
+# Variables written from the paper itself, never copied from the record's fields.
+_OWN = frozenset({"id", "type", "title", "author", "editor", "issued", "container-title", "DOI", "URL"})
+_OWN |= {"abstract", "keyword", "annote", "number", "publisher"}
 
 
-def csl_name(name: str) -> dict[str, str]:
-    parts = split_name(name)
-    if not parts.given:
-        return {"literal": name}
-    out = {"family": parts.family, "given": parts.given}
-    if parts.particle:
-        out["non-dropping-particle"] = parts.particle
-    if parts.suffix:
-        out["suffix"] = parts.suffix
+def csl_name(name: Person | str) -> dict[str, str]:
+    person = parse_name(name) if isinstance(name, str) else name
+    if person.literal or not person.given:
+        return {"literal": person.literal} if person.literal else {"family": person.family}
+    out = {"family": person.family, "given": person.given}
+    if person.particle:
+        out["non-dropping-particle"] = person.particle
+    if person.dropping_particle:
+        out["dropping-particle"] = person.dropping_particle
+    if person.suffix:
+        out["suffix"] = person.suffix
     return out
+
+
+def _date(value: str) -> dict[str, Any] | None:
+    parts = [int(p) for p in re.findall(r"\d+", value)[:3]]
+    return {"date-parts": [parts]} if parts and len(str(parts[0])) == 4 else None
 
 
 def item(entry: StoredPaper, key: str) -> dict[str, Any]:
     p = entry.paper
-    kind, _ = entry_type(p)
-    out: dict[str, Any] = {
-        "id": key,
-        "type": _TYPES.get(kind, "article" if p.arxiv_id else "document"),
-        "title": p.title,
-    }
-    if p.authors:
-        out["author"] = [csl_name(a) for a in p.authors]
+    biblio = p.biblio
+    fields = dict(biblio.fields) if biblio else {}
+    kind = csl_type(p)
+    out: dict[str, Any] = {"id": key, "type": kind, "title": readable_title(p.title)}
+    people = authors(p)
+    if people:
+        out["author"] = [csl_name(n) for n in people]
+    if biblio and biblio.editors:
+        out["editor"] = [csl_name(n) for n in biblio.editors]
     if p.date and re.match(r"^\d{4}-\d{2}-\d{2}$", p.date):
         out["issued"] = {"date-parts": [[int(x) for x in p.date.split("-")]]}
+    elif fields.get("issued") and _date(fields["issued"]):
+        out["issued"] = _date(fields["issued"])
     elif p.year:
         out["issued"] = {"date-parts": [[p.year]]}
-    if p.venue and out["type"] != "article":
-        out["container-title"] = p.venue
-    if p.arxiv_id:
+    place = venue(p)
+    publisher = fields.get("publisher")
+    if place and kind in CONTAINER_TYPES:
+        out["container-title"] = readable(place)
+    elif place and not publisher and kind != "article":
+        publisher = place
+    if p.arxiv_id and kind == "article":
         out["number"] = f"arXiv:{p.arxiv_id}"
-        if out["type"] == "article":
-            out["publisher"] = "arXiv"
-    if p.doi:
-        out["DOI"] = p.doi
+        publisher = publisher or "arXiv"
+    elif fields.get("number"):
+        out["number"] = fields["number"]
+    if publisher:
+        out["publisher"] = publisher
+    doi = p.doi or fields.get("DOI")
+    if doi:
+        out["DOI"] = doi
     url = p.url or p.link
     if url:
         out["URL"] = url
     if p.abstract:
-        out["abstract"] = p.abstract
-    tags = all_tags(entry)
-    if tags:
-        out["keyword"] = ", ".join(tags)
+        out["abstract"] = readable(p.abstract)
+    for name, value in fields.items():
+        if name in _OWN or name in out:
+            continue
+        if name in _DATES:
+            date = _date(value)
+            if date:
+                out[name] = date
+        else:
+            out[name] = note_lines(value) if name == "note" else readable(value)
+    if biblio and biblio.source_format == "csl-json":
+        for name, value in biblio.source_fields.items():
+            out.setdefault(name, value)
+    words = keywords(entry)
+    if words:
+        out["keyword"] = ", ".join(words)
+    annote = [fields["annote"]] if fields.get("annote") else []
     if entry.decision.note:
-        out["annote"] = entry.decision.note
+        annote.append(note_lines(entry.decision.note))
+    if annote:
+        out["annote"] = "\n\n".join(annote)
     return out
 
 

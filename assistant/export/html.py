@@ -17,6 +17,7 @@ from assistant.export.common import (
     UNASSESSED_GROUP,
     ExportContext,
     Group,
+    agenda_name,
     all_tags,
     authors_short,
     group_by_topic,
@@ -153,7 +154,7 @@ def write(items: Sequence[StoredPaper], context: ExportContext) -> str:
     stamp = context.generated_at.strftime("%Y-%m-%d %H:%M UTC")
     facts = [f"{len(items)} paper{'s' if len(items) != 1 else ''}", context.selection, f"exported {stamp}"]
     if context.agenda:
-        facts.append(f"agenda {context.agenda.path}")
+        facts.append(f"agenda {agenda_name(context.agenda)}")
     lines = [
         "<!doctype html>",
         '<html lang="en">',

@@ -1,7 +1,10 @@
-"""Citation keys: first author's family name, year, first significant title word (`vaswani2017attention`).
+"""Citation keys: the source's own key, else first author's family name, year, first significant
+title word (`vaswani2017attention`).
 
-Keys are ASCII letters and digits only. Papers whose keys would collide all get a suffix,
-`a`, `b`, ... in the order of their paper ids, so the same papers always get the same keys.
+A paper imported from a reference manager keeps its key (the documents citing it use it),
+when BibTeX can read it and no other paper of the export has it. Made keys are ASCII letters
+and digits only; papers whose made keys would collide all get a suffix, `a`, `b`, ... in the
+order of their paper ids, so the same papers always get the same keys.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ import string
 import unicodedata
 from collections.abc import Iterator, Sequence
 
-from assistant.export.common import split_name
 from assistant.models import Paper
 
 # Function words a key never starts its title part with (as Google Scholar and Better BibTeX do).
@@ -29,8 +31,17 @@ def ascii_word(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.encode("ascii", "ignore").decode("ascii"))
 
 
+_SOURCE_KEY = re.compile(r"^[^\s,{}\"#%'()=\\~]{1,100}$")
+
+
+def source_key(paper: Paper) -> str | None:
+    """The key the paper had in the file it came from, if BibTeX, biber and CSL can all use it."""
+    key = str(paper.extra.get("citekey") or "")
+    return key if _SOURCE_KEY.match(key) else None
+
+
 def base_key(paper: Paper) -> str:
-    author = ascii_word(split_name(paper.authors[0]).last) if paper.authors else ""
+    author = ascii_word(paper.people[0].last) if paper.authors else ""
     words = [ascii_word(w) for w in re.split(r"[\s\-–—/:]+", paper.title)]
     words = [w for w in words if w]
     word = next((w for w in words if w not in STOPWORDS), words[0] if words else "")
@@ -45,14 +56,26 @@ def _suffixes() -> Iterator[str]:
 
 
 def citation_keys(papers: Sequence[Paper]) -> dict[str, str]:
-    """Paper id -> a citation key unique among these papers."""
+    """Paper id -> a citation key unique among these papers (keys differing only in case count
+    as the same: biber folds them)."""
+    ordered = sorted(papers, key=lambda p: p.id)
+    own: dict[str, list[Paper]] = {}
+    for paper in ordered:
+        key = source_key(paper)
+        if key:
+            own.setdefault(key.casefold(), []).append(paper)
+    keys = {group[0].id: str(source_key(group[0])) for group in own.values() if len(group) == 1}
+    used = {k.casefold() for k in keys.values()}
     candidates: dict[str, list[str]] = {}
-    for paper in sorted(papers, key=lambda p: p.id):
-        candidates.setdefault(base_key(paper), []).append(paper.id)
-    keys = {ids[0]: key for key, ids in candidates.items() if len(ids) == 1}
-    used = set(keys.values())
+    for paper in ordered:
+        if paper.id not in keys:
+            candidates.setdefault(base_key(paper), []).append(paper.id)
     for key, ids in candidates.items():
-        if len(ids) == 1:
+        if len(ids) == 1 and key not in used:
+            keys[ids[0]] = key
+            used.add(key)
+    for key, ids in candidates.items():
+        if ids[0] in keys:
             continue
         suffixes = (s for s in _suffixes() if key + s not in used and key + s not in candidates)
         for pid, suffix in zip(ids, suffixes, strict=False):

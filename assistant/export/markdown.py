@@ -15,6 +15,7 @@ from assistant.export.common import (
     UNASSESSED_GROUP,
     ExportContext,
     Group,
+    agenda_name,
     all_tags,
     anchor,
     authors_short,
@@ -79,7 +80,7 @@ def header(context: ExportContext, count: int, extra: str = "") -> list[str]:
     stamp = context.generated_at.strftime("%Y-%m-%d %H:%M UTC")
     facts = [f"{count} paper{'s' if count != 1 else ''}", md(context.selection), f"exported {stamp}"]
     if context.agenda:
-        facts.append(f"agenda {code(context.agenda.path)}")
+        facts.append(f"agenda {code(agenda_name(context.agenda))}")
     lines += [" · ".join(facts) + extra, ""]
     return lines
 

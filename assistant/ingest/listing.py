@@ -100,23 +100,39 @@ def split_authors(line: str) -> tuple[list[str], list[str], bool] | None:
     return names, affiliations, bool(m["etal"])
 
 
+def _reads_as_names(authors: tuple[list[str], list[str], bool]) -> bool:
+    """Every name has two to six words (`Adrian Del Maestro`, `Rens van de Schoot`)."""
+    return all(2 <= len(name.split()) <= 6 for name in authors[0])
+
+
 def split_glued_title(line: str) -> tuple[str, tuple[list[str], list[str], bool] | None]:
     """A title line that may carry the author list glued onto its end (with or without a space).
 
-    Of the places the line could be cut, the one whose first author has as many words as the
-    other authors typically do wins; a line with no such cut is all title.
+    A glue point (a lower-case letter, digit or closing punctuation directly followed by a
+    capital) is where the authors start if what follows reads as a list of names; the last such
+    point wins (a name's own inner capital, `LeCun`, leaves a one-word first name and is passed
+    over). Without one, of the spaces the line could be cut at, the one whose first author has
+    as many words as the other authors typically do wins; a line with no such cut is all title.
     """
-    glued = [m.start() for m in _GLUE.finditer(line)]
-    spaced = [m.start() + 1 for m in re.finditer(" ", line)]
-    for cut in glued + spaced:  # a cut where words are glued together is the likelier one
+
+    def candidate(cut: int) -> tuple[str, tuple[list[str], list[str], bool]] | None:
         title, rest = line[:cut].strip(), line[cut:].strip()
         if len(title) < 8 or len(title.split()) < 2:
-            continue
+            return None
         if "," not in rest and " · " not in rest and "et al." not in rest:
-            continue
+            return None
         authors = split_authors(rest)
-        if authors is None:
+        return (title, authors) if authors is not None else None
+
+    for cut in reversed([m.start() for m in _GLUE.finditer(line)]):
+        found = candidate(cut)
+        if found and _reads_as_names(found[1]):
+            return found
+    for cut in [m.start() + 1 for m in re.finditer(" ", line)]:
+        found = candidate(cut)
+        if found is None:
             continue
+        title, authors = found
         sizes = [len(name.split()) for name in authors[0]]
         others = sorted(sizes[1:])
         target = others[len(others) // 2] if others else 2

@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from assistant.models import Paper, clean_text
+from assistant.ingest import limits
+from assistant.models import Biblio, Paper, Person, clean_block, clean_text
 
 KNOWN_FIELDS = (
     "id",
@@ -22,7 +23,10 @@ KNOWN_FIELDS = (
     "arxiv_id",
     "doi",
     "url",
+    "biblio",
 )
+# Fields of a bibliographic record whose line breaks are kept.
+_BLOCK_FIELDS = frozenset({"note", "annote", "abstract"})
 
 _ID_PREFIXES = ("arxiv:", "doi:")
 
@@ -105,6 +109,39 @@ def _date(value: Any) -> str | None:
         raise RecordError(f"'date' must be an ISO date (YYYY-MM-DD), got {text!r}") from None
 
 
+def _clean_person(person: Person) -> Person | None:
+    values = {k: clean_text(v)[: limits.NAME] for k, v in person.model_dump().items() if v}
+    cleaned = Person(**values)
+    return cleaned if cleaned.display else None
+
+
+def _biblio(value: Any) -> Biblio | None:
+    """The source's bibliographic record (a Biblio or its dict), cleaned and within size."""
+    if value is None or value == {}:
+        return None
+    try:
+        biblio = value if isinstance(value, Biblio) else Biblio.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise RecordError(f"'biblio.{where}': {first['msg']}") from None
+    fields = {}
+    for name, text in biblio.fields.items():
+        cleaned = clean_block(str(text)) if name in _BLOCK_FIELDS else clean_text(str(text))
+        if cleaned:
+            fields[name] = cleaned[: limits.ABSTRACT if name in _BLOCK_FIELDS else limits.SHORT_FIELD]
+    return biblio.model_copy(
+        update={
+            "authors": [p for p in map(_clean_person, biblio.authors[: limits.AUTHORS]) if p],
+            "editors": [p for p in map(_clean_person, biblio.editors[: limits.AUTHORS]) if p],
+            "fields": fields,
+            "keywords": [k for k in (clean_text(k)[: limits.CATEGORY] for k in biblio.keywords) if k][
+                : limits.CATEGORIES
+            ],
+        }
+    )
+
+
 def record_to_paper(record: Any, source: str) -> Paper:
     """Validate a record and build its Paper; unknown fields are kept in `extra`."""
     if not isinstance(record, dict):
@@ -124,6 +161,10 @@ def record_to_paper(record: Any, source: str) -> Paper:
             doi = raw_id[len("doi:") :]
         elif not low.startswith(("title:", *_ID_PREFIXES)):
             extra["source_id"] = raw_id
+    biblio = _biblio(record.get("biblio"))
+    authors = _text_list("authors", record.get("authors"), None)
+    if biblio and biblio.authors and not authors:
+        authors = [p.display for p in biblio.authors]
     dt = _date(record.get("date"))
     year = _year(record.get("year"))
     if year is None and dt and dt[:4].isdigit():
@@ -132,7 +173,7 @@ def record_to_paper(record: Any, source: str) -> Paper:
         return Paper.create(
             title=title,
             abstract=_text("abstract", record.get("abstract")) or "",
-            authors=_text_list("authors", record.get("authors"), None),
+            authors=authors,
             year=year,
             date=dt,
             venue=_text("venue", record.get("venue")),
@@ -142,6 +183,7 @@ def record_to_paper(record: Any, source: str) -> Paper:
             url=_text("url", record.get("url")),
             sources=[source],
             extra=extra,
+            biblio=biblio,
         )
     except ValidationError as exc:
         raise RecordError("; ".join(e["msg"] for e in exc.errors())) from None

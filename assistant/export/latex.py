@@ -1,0 +1,289 @@
+"""Unicode text as LaTeX for .bib files, and LaTeX math as readable text for CSL-JSON and RIS.
+
+What BibTeX and biber need from a field, whatever the input:
+- braces balanced: both count `{` and `}` and ignore the backslash before them, so a lone
+  literal brace (an abstract cut inside `\\footnote{`) is written `\\textbraceleft{}`, never
+  `\\{`; literal braces that pair up stay `\\{...\\}`;
+- accents that survive biber's decoding: `í` is `{\\'i}`, not `{\\'\\i}` (biber reads that as a
+  dotless i and a combining accent, which pdflatex cannot print); a combining mark with no
+  precomposed character is dropped, for the same reason;
+- math kept as math: a `$...$` span made of ordinary math (letters, digits, operators, Greek
+  letters and the usual math commands) is written as it is, brace-protected against
+  lowercasing; any other `$` is a dollar sign.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+
+from pylatexenc.latex2text import LatexNodes2Text
+from pylatexenc.latexencode import RULE_DICT, UnicodeToLatexConversionRule, UnicodeToLatexEncoder
+
+logging.getLogger("pylatexenc.latexencode").setLevel(logging.ERROR)
+logging.getLogger("pylatexenc.latexwalker").setLevel(logging.ERROR)
+
+_ACCENTS = {
+    "\u0300": "`",
+    "\u0301": "'",
+    "\u0302": "^",
+    "\u0303": "~",
+    "\u0304": "=",
+    "\u0306": "u",
+    "\u0307": ".",
+    "\u0308": '"',
+    "\u030a": "r",
+    "\u030b": "H",
+    "\u030c": "v",
+    "\u0323": "d",
+    "\u0327": "c",
+    "\u0328": "k",
+}
+
+
+def _accent_rules() -> dict[int, str]:
+    """A Latin letter with one accent as a braced macro, `{\\"O}`, `{\\c s}`: BibTeX takes a
+    braced group that starts with a backslash for one letter (initials, sorting), and `í` is
+    `{\\'i}`, what biber decodes back to `í` (`{\\'\\i}` it reads as a dotless i and a combining
+    accent, which pdflatex cannot print)."""
+    rules: dict[int, str] = {}
+    for code in [*range(0xC0, 0x250), *range(0x1E00, 0x1F00)]:
+        decomposed = unicodedata.normalize("NFD", chr(code))
+        if len(decomposed) == 2 and decomposed[0].isascii() and decomposed[1] in _ACCENTS:
+            cmd = _ACCENTS[decomposed[1]]
+            sep = " " if cmd.isalpha() else ""
+            rules[code] = f"{{\\{cmd}{sep}{decomposed[0]}}}"
+    return rules
+
+
+_DOTLESS = re.compile(r"\\(['`^\"~=.uvH])\s*(\{\s*)?\\([ij])(?![A-Za-z])(\s*\})?")
+
+
+def dotted_i(raw: str) -> str:
+    """`{\\'\\i}`, `\\'{\\i}` -> `{\\'i}`, `\\'{i}`: accents on i and j that biber decodes to the
+    accented letter."""
+    return _DOTLESS.sub(lambda m: f"\\{m.group(1)}{m.group(2) or ''}{m.group(3)}{m.group(4) or ''}", raw)
+
+
+_ASCII = UnicodeToLatexEncoder(
+    conversion_rules=[
+        # A straight double quote stays one (pylatexenc would make it a closing curly quote);
+        # a bar is a dash in LaTeX's default font encoding unless it is math.
+        UnicodeToLatexConversionRule(
+            rule_type=RULE_DICT,
+            rule={ord('"'): '{"}', ord("|"): "\\ensuremath{|}", **_accent_rules()},
+        ),
+        "defaults",
+    ],
+    non_ascii_only=False,
+    unknown_char_policy="keep",
+)
+_UTF8 = UnicodeToLatexEncoder(
+    conversion_rules=[
+        UnicodeToLatexConversionRule(
+            rule_type=RULE_DICT,
+            rule={
+                ord('"'): '{"}',
+                ord("|"): "\\ensuremath{|}",
+                ord("\\"): "{\\textbackslash}",
+                ord("~"): "{\\textasciitilde}",
+                ord("^"): "{\\textasciicircum}",
+                ord("<"): "{\\textless}",
+                ord(">"): "{\\textgreater}",
+                **{ord(c): "\\" + c for c in "%&#_$"},
+                ord("\u00a0"): "~",
+            },
+        ),
+    ],
+    non_ascii_only=False,
+    unknown_char_policy="keep",
+)
+_LIGATURE = re.compile(r"([-'`])(?=\1)")  # `--`, `''`, ``` `` ``` are dashes and quotes in TeX
+
+# Math a .bib may carry as math: what compiles with amsmath loaded or without, and nothing that
+# reads or writes files or defines commands.
+_GREEK = (
+    "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi pi "
+    "varpi rho varrho sigma varsigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi "
+    "Pi Sigma Upsilon Phi Psi Omega"
+)
+_MATH_COMMANDS = frozenset(
+    (
+        _GREEK + " mathrm mathbf mathit mathcal mathsf mathtt text textrm textit textbf operatorname "
+        "frac sqrt cdot cdots ldots dots times div pm mp leq geq le ge neq ne approx sim simeq equiv "
+        "propto infty sum prod int partial nabla ell hbar log ln exp sin cos tan min max lim sup inf "
+        "to rightarrow leftarrow leftrightarrow Rightarrow Leftarrow mapsto in notin subset subseteq "
+        "supset cup cap setminus emptyset forall exists neg wedge vee oplus otimes odot circ bullet "
+        "star ast prime dagger langle rangle lfloor rfloor lceil rceil left right big Big bigl bigr "
+        "hat bar tilde vec dot ddot widehat widetilde overline underline mid parallel perp angle "
+        "deg top bot lesssim gtrsim ll gg sqrt quad qquad , ; ! { } _ % & # $ | "
+    ).split()
+)
+_MATH_SPAN = re.compile(r"(?<![\\$])\$(?=[^\s$])((?:\\.|[^$\\])+?)(?<=[^\s\\])\$(?![\d$])")
+_COMMAND = re.compile(r"\\([A-Za-z]+|.)")
+_TEXT_COMMANDS = frozenset(
+    "' ` ^ \" ~ = . u v H c d b t k r i j o O l L ss ae AE oe OE aa AA & % $ # _ { } , ; ! - / @ "
+    "textit textbf textsc textrm textsf texttt emph textsuperscript textsubscript textendash "
+    "textemdash textquotedblleft textquotedblright textquoteleft textquoteright textbackslash "
+    "textasciitilde textasciicircum textbraceleft textbraceright textless textgreater textbar "
+    "ldots dots ensuremath mbox url LaTeX TeX BibTeX relax space nobreakspace".split()
+)
+_TO_TEXT = LatexNodes2Text(math_mode="text", strict_latex_spaces=False)
+_SUB = str.maketrans("0123456789+-=()aeoxhklmnpst", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₒₓₕₖₗₘₙₚₛₜ")
+_SUP = str.maketrans("0123456789+-=()in", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁱⁿ")
+_SCRIPT = re.compile(r"([_^])(\{([^{}]*)\}|\\[A-Za-z]+|.)")
+
+
+def balanced(text: str) -> bool:
+    """Whether BibTeX would read `text` as one field: braces paired, counting escaped ones."""
+    depth = 0
+    for ch in text:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def _safe_math(body: str) -> bool:
+    if not balanced(body) or "%" in body.replace("\\%", "") or "#" in body.replace("\\#", ""):
+        return False
+    if "&" in body.replace("\\&", ""):
+        return False
+    return all(m.group(1) in _MATH_COMMANDS for m in _COMMAND.finditer(body))
+
+
+def math_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each `$...$` span of `text` that is safe to write as math. A span opens
+    at a `$` followed by a non-space and closes at a `$` after a non-space that no digit
+    follows (so `$5 and $10` is money, not math)."""
+    return [(m.start(), m.end()) for m in _MATH_SPAN.finditer(text) if _safe_math(m.group(1))]
+
+
+def _strip_combining(text: str) -> str:
+    text = unicodedata.normalize("NFC", text)
+    return "".join(ch for ch in text if not unicodedata.combining(ch))
+
+
+def _escape_braces(text: str) -> str:
+    """Literal braces as LaTeX: pairs as `\\{...\\}`, a lone one as `\\textbraceleft{}`."""
+    opened: list[int] = []
+    lone: set[int] = set()
+    for i, ch in enumerate(text):
+        if ch == "{":
+            opened.append(i)
+        elif ch == "}":
+            if opened:
+                opened.pop()
+            else:
+                lone.add(i)
+    lone.update(opened)
+    out = []
+    for i, ch in enumerate(text):
+        if ch in "{}":
+            if i in lone:
+                out.append("\x02" if ch == "{" else "\x03")
+            else:
+                out.append("\x00" if ch == "{" else "\x01")  # escaped after encoding
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _encode_text(text: str, utf8: bool) -> str:
+    text = _escape_braces(_strip_combining(re.sub(r"[\x00-\x03]", "", text)))
+    encoded = str((_UTF8 if utf8 else _ASCII).unicode_to_latex(text))
+    encoded = encoded.replace("\x00", "\\{").replace("\x01", "\\}")
+    encoded = encoded.replace("\x02", "\\textbraceleft{}").replace("\x03", "\\textbraceright{}")
+    return _LIGATURE.sub(r"\1{}", encoded)
+
+
+def escape(text: str, utf8: bool = False, protect_math: bool = True) -> str:
+    """Unicode text as a brace-balanced LaTeX field value that prints the same characters.
+    `utf8`: non-ASCII letters stay UTF-8 (for biber); else they are LaTeX accents (for BibTeX)."""
+    out: list[str] = []
+    at = 0
+    for start, end in math_spans(text):
+        out.append(_encode_text(text[at:start], utf8))
+        span = text[start:end]
+        out.append(f"{{{span}}}" if protect_math else span)
+        at = end
+    out.append(_encode_text(text[at:], utf8))
+    return "".join(out)
+
+
+def safe_raw(raw: str) -> bool:
+    """Whether LaTeX as a .bib source wrote it can be written back as it is: balanced, no
+    commands beyond accents, letters, escapes and formatting (math as `math_spans` allows), and
+    none of the characters LaTeX would read as markup outside math."""
+    if not balanced(raw) or re.search(r"\\['`^\"~=.uvHcdbtkr]\s*\{?\s*\\[ij]\b", raw):
+        return False
+    spans = math_spans(raw)
+    outside = []
+    at = 0
+    for start, end in spans:
+        outside.append(raw[at:start])
+        at = end
+    outside.append(raw[at:])
+    text = " ".join(outside)
+    if re.search(r"(?<!\\)[%&#_^$]", text) or "\n\n" in text:
+        return False
+    return all(m.group(1) in _TEXT_COMMANDS for m in _COMMAND.finditer(text))
+
+
+def _script(match: re.Match[str]) -> str:
+    kind, whole, inner = match.group(1), match.group(2), match.group(3)
+    body = inner if inner is not None else whole
+    table = _SUB if kind == "_" else _SUP
+    translated = body.translate(table)
+    if all(ch != orig or ch.isspace() for ch, orig in zip(translated, body, strict=True)):
+        return translated
+    return kind + body  # no Unicode sub/superscript for every character: keep the plain mark
+
+
+def math_text(body: str) -> str:
+    """The inside of a math span as readable Unicode: `_2` -> `₂`, `\\lambda` -> `λ`."""
+    body = _SCRIPT.sub(_script, body)
+    try:
+        text = str(_TO_TEXT.latex_to_text(body))
+    except Exception:  # pylatexenc gives up on some damaged input; keep the text then
+        text = body
+    return text.replace("{", "").replace("}", "")
+
+
+def readable(text: str) -> str:
+    """Text for formats without math (CSL-JSON, RIS): each math span as readable Unicode
+    (`H$_2$O` -> `H₂O`, `$\\lambda$` -> `λ`); everything else as it is."""
+    if "$" not in text:
+        return text
+    out: list[str] = []
+    at = 0
+    for start, end in math_spans(text):
+        out.append(text[at:start])
+        out.append(math_text(text[start + 1 : end - 1]))
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def readable_title(text: str) -> str:
+    """`readable` for a CSL-JSON title: a word that held math is kept from title-casing
+    (`<span class="nocase">H₂O</span>`, CSL's rich-text markup, which citeproc and Zotero read)."""
+    if "$" not in text:
+        return text
+    spans = math_spans(text)
+    if not spans:
+        return text
+    masked = list(text)
+    for start, end in spans:
+        for i in range(start, end):
+            if masked[i] == " ":
+                masked[i] = "\x04"
+    out = []
+    for token in "".join(masked).split(" "):
+        word = token.replace("\x04", " ")
+        out.append(f'<span class="nocase">{readable(word)}</span>' if math_spans(word) else word)
+    return " ".join(out)
