@@ -183,9 +183,9 @@ class QueueIndex:
         for sort, order in orders.items():
             key = self._sort_key(sort)
             for pid in moved:
+                if pid in order:  # moved, or gone from the store (deleted, merged away)
+                    order.remove(pid)
                 if pid in self.rows:
-                    if pid in order:
-                        order.remove(pid)
                     bisect.insort(order, pid, key=lambda p: key(self.rows[p]))
             self._orders[sort] = order
 

@@ -66,6 +66,17 @@ class UpsertReport:
 
 
 @dataclass
+class PaperRecord:
+    """A paper exactly as the store holds it (text, every metadata key, vector): what
+    `Store.records` reads before a delete and `Store.restore_records` puts back."""
+
+    id: str
+    document: str
+    metadata: dict[str, Any]
+    embedding: list[float] | None
+
+
+@dataclass
 class SearchHit:
     item: StoredPaper
     distance: float
@@ -570,6 +581,49 @@ class Store:
                     self.collection.delete(ids=list(there))
                     found += len(there)
         return found
+
+    def records(self, ids: Sequence[str]) -> list[PaperRecord]:
+        """These papers as stored, vectors included, in the order given (unknown ids are left
+        out): read them before `delete_papers` and `restore_records` undoes the delete."""
+        by_id: dict[str, PaperRecord] = {}
+        for start in range(0, len(ids), self._batch):
+            res = self.collection.get(
+                ids=list(ids[start : start + self._batch]), include=["documents", "metadatas", "embeddings"]
+            )
+            vectors: list[Any] = (
+                [None] * len(res["ids"]) if res["embeddings"] is None else list(res["embeddings"])
+            )
+            for pid, doc, meta, vec in zip(
+                res["ids"], res["documents"] or [], res["metadatas"] or [], vectors, strict=True
+            ):
+                vector = list(map(float, vec)) if vec is not None and len(vec) else None
+                by_id[pid] = PaperRecord(pid, doc or "", dict(meta or {}), vector)
+        return [by_id[i] for i in ids if i in by_id]
+
+    def restore_records(self, records: Sequence[PaperRecord]) -> list[str]:
+        """Put deleted papers back as they were: text, vector, decision, assessment, lists and
+        when they were added. They are stamped as just written, so open views take them in. A
+        paper stored again meanwhile (a re-import) is left as it is now. Returns the ids put back."""
+        restored: list[str] = []
+        with self.write_lock():
+            for start in range(0, len(records), self._batch):
+                chunk = list(records[start : start + self._batch])
+                present = set(self.collection.get(ids=[r.id for r in chunk], include=[])["ids"])
+                chunk = [r for r in dict((r.id, r) for r in chunk).values() if r.id not in present]
+                if not chunk:
+                    continue
+                missing = [r for r in chunk if r.embedding is None]
+                made = iter(self.embed([r.document for r in missing]) if missing else [])
+                vectors = [r.embedding if r.embedding is not None else next(made) for r in chunk]
+                stamp = time.time()
+                self.collection.add(
+                    ids=[r.id for r in chunk],
+                    documents=[r.document for r in chunk],
+                    embeddings=vectors,
+                    metadatas=[{**r.metadata, "touched": stamp} for r in chunk],
+                )
+                restored.extend(r.id for r in chunk)
+        return restored
 
     def merge_log(self, paper_id: str) -> MergeLog | None:
         """The records merged into this paper from papers of another identity, if any."""

@@ -283,7 +283,18 @@ def test_precomputed_orders_match_the_queue_and_follow_rows_changed_meanwhile(de
     index.apply([newcomer])
     index.set_ranking(ranking, {Sort.RELEVANCE: list(order)}, version)
     fresh = [r.id for r in sorted(index.rows.values(), key=sort_key(Sort.RELEVANCE, ranking))]
-    assert index.order(Sort.RELEVANCE) == fresh and fresh.index(newcomer.id) < 10
+    # It came from the bottom of the order; assessed 9.99, it sits near the top now.
+    assert index.order(Sort.RELEVANCE) == fresh and fresh.index(newcomer.id) < 20
+
+    # A paper deleted while the model retrains leaves the swapped-in order too.
+    version, before = index.version, list(index.order(Sort.RELEVANCE))
+    gone = before[0]
+    index.remove([gone])
+    index.set_ranking(ranking, {Sort.RELEVANCE: before}, version)
+    assert gone not in index.order(Sort.RELEVANCE)
+    assert index.order(Sort.RELEVANCE) == [
+        r.id for r in sorted(index.rows.values(), key=sort_key(Sort.RELEVANCE, ranking))
+    ]
 
 
 def test_a_high_not_interested_score_does_not_cover_an_accepted_paper() -> None:

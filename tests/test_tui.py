@@ -7,7 +7,17 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, OptionList, Static, TextArea
-from tui_support import agenda, copy_store, detail_text, drive, ranked_ids, settle, template
+from tui_support import (
+    agenda,
+    copy_store,
+    detail_text,
+    drive,
+    make_app,
+    ranked_ids,
+    reopen,
+    settle,
+    template,
+)
 
 from assistant.config import Settings, load_settings
 from assistant.errors import StoreError
@@ -35,17 +45,6 @@ def assessed(templates: Path, tmp_path: Path) -> Settings:
 @pytest.fixture
 def unassessed(templates: Path, tmp_path: Path) -> Settings:
     return copy_store(templates / "raw", tmp_path / "store")
-
-
-def make_app(settings: Settings, tmp_path: Path, refresh: float = 60.0) -> ReviewApp:
-    return ReviewApp(
-        Store.open(settings), settings, agenda(), cache_dir=tmp_path / "cache", refresh_every=refresh
-    )
-
-
-def reopen(settings: Settings) -> Store:
-    """A second client on the same store: proves what was written, not what the app holds."""
-    return Store.open(settings)
 
 
 def test_queue_is_ranked_and_the_detail_shows_the_assessment(assessed: Settings, tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ from assistant.tui.app import ReviewApp
 
 @pytest.fixture(scope="module")
 def assessed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return template(tmp_path_factory.mktemp("tui-snap"), assess=True)
+    # Assessments no engine made: the pictures change with the UI, not with the engine's tuning.
+    return template(tmp_path_factory.mktemp("tui-snap"), fixed=True)
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def app(assessed_template: Path, tmp_path: Path) -> ReviewApp:
     )
 
 
-def shot(snap_compare: Any, app: ReviewApp, *keys: str) -> None:
+def shot(snap_compare: Any, app: ReviewApp, *keys: str, size: tuple[int, int] = SIZE) -> None:
     async def before(pilot: Pilot[None]) -> None:
         await settle(pilot)
         for key in keys:
@@ -35,7 +36,7 @@ def shot(snap_compare: Any, app: ReviewApp, *keys: str) -> None:
         await pilot.pause(0.4)  # the background count of the view
         await settle(pilot)
 
-    assert snap_compare(app, run_before=before, terminal_size=SIZE)
+    assert snap_compare(app, run_before=before, terminal_size=size)
 
 
 def test_queue_and_detail(snap_compare: Any, app: ReviewApp) -> None:
@@ -54,3 +55,17 @@ def test_list_picker(snap_compare: Any, app: ReviewApp) -> None:
     app.lists.create("Group meeting")
     app.lists.create("Thesis related work")
     shot(snap_compare, app, "l")
+
+
+def test_queue_at_100x30(snap_compare: Any, app: ReviewApp) -> None:
+    """The title takes the room on a common terminal size; the footer shows D."""
+    shot(snap_compare, app, size=(100, 30))
+
+
+def test_delete_confirmation(snap_compare: Any, app: ReviewApp) -> None:
+    shot(snap_compare, app, "j", "D", size=(100, 30))
+
+
+def test_search_by_words(snap_compare: Any, app: ReviewApp) -> None:
+    """The by-meaning switch turned off: a blank box and a label that says words."""
+    shot(snap_compare, app, "slash", "tab", "space", size=(100, 30))

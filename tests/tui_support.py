@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import shutil
 from collections.abc import Awaitable, Callable
@@ -14,9 +15,10 @@ from textual.pilot import Pilot
 
 from assistant.agenda import Agenda, example_agenda_text, parse_agenda
 from assistant.config import Settings, load_settings
-from assistant.models import Paper, Status
+from assistant.models import Assessment, Paper, Status, TopicScore
 from assistant.store import Store
 from assistant.triage.batch import tag_offline
+from assistant.triage.offline import engine_key
 from assistant.tui.app import ReviewApp
 from assistant.tui.widgets import Detail
 from conftest import sample_records
@@ -29,8 +31,9 @@ def agenda() -> Agenda:
     return parse_agenda(example_agenda_text())
 
 
-def fill(store: Store, n: int = 30, assess: bool = True) -> None:
-    """n sample papers, assessed offline with a fixed assessment time (for stable screens)."""
+def fill(store: Store, n: int = 30, assess: bool = True, fixed: bool = False) -> None:
+    """n sample papers, assessed offline with a fixed assessment time (for stable screens); or,
+    `fixed`, with assessments no engine made (`fixed_assessments`)."""
     papers = [
         Paper.create(
             **{k: v for k, v in r.items() if k in Paper.model_fields and k != "id"}, sources=["sample"]
@@ -38,26 +41,66 @@ def fill(store: Store, n: int = 30, assess: bool = True) -> None:
         for r in sample_records(n)
     ]
     store.upsert_papers(papers)
-    if assess:
+    if fixed:
+        store.set_assessments(fixed_assessments(papers, agenda()))
+    elif assess:
         tag_offline(store, agenda())
-        fixed = {}
+        stamped = {}
         for item in store.iter_all():
             assert item.assessment is not None
-            fixed[item.paper.id] = item.assessment.model_copy(update={"created_at": FIXED})
-        store.set_assessments(fixed)
+            stamped[item.paper.id] = item.assessment.model_copy(update={"created_at": FIXED})
+        store.set_assessments(stamped)
 
 
-def template(root: Path, assess: bool = True) -> Path:
+def fixed_assessments(papers: list[Paper], of: Agenda) -> dict[str, Assessment]:
+    """Assessments that stay the same whatever the offline engine's tuning (for pictures of
+    the screens): topic scores from a hash of the title, relevance mostly the best topic's
+    score, summary the abstract's first sentence."""
+    negative = of.negative.name if of.negative else None
+    out = {}
+    for paper in papers:
+        digest = hashlib.sha256(paper.title.encode("utf-8")).digest()
+        topics = [
+            TopicScore(topic=t.name, score=digest[i + 1] % 11, reason=f"fixture score {digest[i + 1] % 11}")
+            for i, t in enumerate(of.topics)
+        ]
+        interest = [t for t in topics if t.topic != negative]
+        best = max((t.score for t in interest), default=0)
+        out[paper.id] = Assessment(
+            tags=[t.topic.lower() for t in sorted(interest, key=lambda t: -t.score) if t.score >= 6][:2],
+            summary=paper.abstract.split(". ")[0].rstrip(".") + "." if paper.abstract else "",
+            topics=topics,
+            relevance=round(min(10.0, 0.7 * best + digest[0] % 31 / 10), 1),
+            engine="offline",
+            key=engine_key(paper.document, of),
+            agenda_hash=of.hash,
+            created_at=FIXED,
+        )
+    return out
+
+
+def template(root: Path, assess: bool = True, fixed: bool = False) -> Path:
     """Build a store once per test module; tests work on copies of it."""
-    path = root / ("assessed" if assess else "raw")
+    path = root / ("fixed" if fixed else "assessed" if assess else "raw")
     if not path.exists():
-        fill(Store.open(load_settings(store=path)), assess=assess)
+        fill(Store.open(load_settings(store=path)), assess=assess, fixed=fixed)
     return path
 
 
 def copy_store(template_path: Path, dest: Path) -> Settings:
     shutil.copytree(template_path, dest)
     return load_settings(store=dest)
+
+
+def make_app(settings: Settings, tmp_path: Path, refresh: float = 60.0) -> ReviewApp:
+    return ReviewApp(
+        Store.open(settings), settings, agenda(), cache_dir=tmp_path / "cache", refresh_every=refresh
+    )
+
+
+def reopen(settings: Settings) -> Store:
+    """A second client on the same store: proves what was written, not what the app holds."""
+    return Store.open(settings)
 
 
 def drive(

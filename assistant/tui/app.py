@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import threading
 import time
+import webbrowser
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,21 +29,28 @@ from assistant.lists import ReadingLists
 from assistant.models import Decision, Status, StoredPaper, now_utc
 from assistant.personal import FeatureCache, Ranking, TextFeatures, load_features, rank
 from assistant.selection import Selection
-from assistant.store import Store
+from assistant.store import PaperRecord, Store
 from assistant.triage.assess import Prepared, assess_papers, is_stale, prepare_llm
 from assistant.triage.prompts import Prompts, load_prompts
-from assistant.tui import dialogs
-from assistant.tui.dialogs import guarded
+from assistant.tui.dialogs import delete_question, guarded, help_rows
 from assistant.tui.screens import (
+    ConfirmDeleteScreen,
     ConfirmScreen,
     ErrorScreen,
+    FilterChoices,
+    FilterScreen,
+    HelpScreen,
+    ListsScreen,
+    ListToggle,
+    NoteScreen,
+    SearchRequest,
+    SearchScreen,
+    TagsScreen,
 )
-from assistant.tui.widgets import COLUMN_WIDTHS, Detail, QueueTable, Summary
+from assistant.tui.widgets import Detail, QueueTable, Summary, column_widths
 
 PREFETCH = 20  # load the next page when the cursor is this close to the end
 NARROW = 150  # below this many columns the detail pane is shown on demand (enter)
-# The columns other than the title, their cell padding, and the table's edges.
-FIXED_COLUMNS = sum(w for k, w in COLUMN_WIDTHS.items() if k != "title") + 2 * len(COLUMN_WIDTHS) + 3
 KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
 NEXT_DEPTH = 600  # how far below the cursor the next undecided paper is looked for
 UNDECIDED = (Status.NEW, Status.MAYBE)
@@ -86,6 +95,22 @@ def _mtime(path: Path) -> float | None:
 NARROW_HINT = "A narrow terminal: enter shows the highlighted paper, enter again the queue."
 
 
+@dataclass
+class DecisionChange:
+    """What `u` undoes after a decision: the fields it changed and their old values."""
+
+    pid: str
+    decision: Decision
+    fields: tuple[str, ...]
+
+
+@dataclass
+class Deletion:
+    """What `u` undoes after a delete: the papers as they were stored, vectors included."""
+
+    records: list[PaperRecord]
+
+
 class ReviewApp(App[None]):
     """Review the ranked queue: read, decide, tag, note, file into lists, search."""
 
@@ -100,7 +125,14 @@ class ReviewApp(App[None]):
         ),
         Binding("m", "decide('maybe')", "Maybe", id="maybe", tooltip="Maybe, and go to the next undecided"),
         Binding("s", "star", "Star", id="star", tooltip="Star (or unstar) and go to the next undecided"),
-        Binding("u", "undo", "Undo", id="undo", tooltip="Undo the last decision"),
+        Binding("u", "undo", "Undo", id="undo", tooltip="Undo the last decision or delete"),
+        Binding(
+            "D",
+            "delete",
+            "Delete",
+            id="delete",
+            tooltip="Delete the paper from the store (asks first; u undoes)",
+        ),
         Binding("t", "tags", "Tags", id="tags"),
         Binding("n", "note", "Note", id="note"),
         Binding("l", "lists", "Lists", id="lists"),
@@ -158,7 +190,7 @@ class ReviewApp(App[None]):
         self.pinned: list[str] | None = None
         self.pinned_label = ""
         self.sticky: set[str] = set()
-        self.undo_stack: list[tuple[str, Decision, tuple[str, ...]]] = []
+        self.undo_stack: list[DecisionChange | Deletion] = []
         self._written: dict[str, float] = {}  # when this UI last wrote each paper
         self._generation = 0  # bumped whenever the view is rebuilt
         self.matching: int | None = None
@@ -181,7 +213,7 @@ class ReviewApp(App[None]):
             with VerticalScroll(id="detail-pane"):
                 yield Detail(id="detail")
         yield Static("", id="status-line")
-        yield Footer()
+        yield Footer(compact=True)  # every key of the triage flow fits in 100 columns
 
     @property
     def table(self) -> QueueTable:
@@ -235,7 +267,21 @@ class ReviewApp(App[None]):
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterator[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield from dialogs.commands(self, [name for name, _, _ in VIEWS])
+        for sort in Sort:
+            yield SystemCommand(
+                f"Sort by {sort.value}",
+                f"Order the queue by {sort.value}",
+                functools.partial(self.set_sort, sort),
+            )
+        for name, _, _ in VIEWS:
+            yield SystemCommand(f"Show {name}", f"Show {name} papers", functools.partial(self.set_view, name))
+        yield SystemCommand(
+            "Assess all visible", "Assess the papers in this view", self.action_assess_visible
+        )
+        yield SystemCommand(
+            "Refresh", "Read new assessments and decisions from the store", self.action_refresh
+        )
+        yield SystemCommand("Clear filters", "Show every undecided paper", self.clear_filters)
 
     # -- messages to the user ---------------------------------------------------------
 
@@ -391,6 +437,8 @@ class ReviewApp(App[None]):
         self.index.stamp = started
         if gone:
             self.index.remove(gone)
+            # A ranking trained meanwhile still orders them: it is dropped, and a new one trained.
+            self.schedule_retrain()
             self.reload()
         # A read that began before this UI wrote a paper carries the paper as it was.
         rows = [r for r in rows if self._written.get(r.id, 0.0) < started]
@@ -531,7 +579,7 @@ class ReviewApp(App[None]):
         decision = before.decision.model_copy(update={**changes, "decided_at": now_utc()})
         self.store.set_decision_fields(pid, decision, changes)
         self._written[pid] = time.time()
-        self.undo_stack.append((pid, before.decision, tuple(changes)))
+        self.undo_stack.append(DecisionChange(pid, before.decision, tuple(changes)))
         self.sticky.add(pid)
         engine_tags = before.assessment.tags if before.assessment else []
         old = self.index.rows[pid]
@@ -589,21 +637,86 @@ class ReviewApp(App[None]):
         if not self.undo_stack:
             self.notify("Nothing to undo.", timeout=2)
             return
-        pid, decision, fields = self.undo_stack.pop()
-        self.store.set_decision_fields(pid, decision, fields)
+        entry = self.undo_stack[-1]
+        if isinstance(entry, Deletion):
+            self.restore(entry)
+            self.undo_stack.pop()
+            return
+        self.undo_stack.pop()
+        pid, decision = entry.pid, entry.decision
+        self.store.set_decision_fields(pid, decision, entry.fields)
         self._written[pid] = time.time()
         self.update_rows([pid])
         self.schedule_retrain()
         self.update_summary()
+        self.show_again(pid)
+        self.notify(f"Undone: back to {decision.status.value}.", timeout=2)
+
+    def show_again(self, pid: str) -> None:
+        """Highlight a paper an undo brought back, in the view even if it left it (refreshed
+        since, or deleted)."""
         if pid not in self.shown:
-            # The paper may have left the view (refreshed since): bring it back to where it was.
             self.sticky.add(pid)
             self.reload(keep_current=False)
             while pid not in self.shown and not self.table.exhausted:
                 self.table.load_more()
         if pid in self.shown:
             self.table.move_cursor(row=self.shown.index(pid), animate=False)
-        self.notify(f"Undone: back to {decision.status.value}.", timeout=2)
+
+    # -- actions: deleting ------------------------------------------------------------------
+
+    @guarded
+    def action_delete(self) -> None:
+        """D: delete the highlighted paper from the store, once the researcher said yes."""
+        pid = self.current_id()
+        items = self.store.get_many([pid]) if pid else []
+        if not items:
+            return
+        ids = [i.paper.id for i in items]
+        self.push_screen(ConfirmDeleteScreen(delete_question(items)), functools.partial(self._delete, ids))
+
+    @guarded
+    def _delete(self, ids: list[str], yes: bool | None) -> None:
+        if not yes:
+            return
+        records = self.store.records(ids)  # everything, the vector included, for the undo
+        if not records:
+            return  # deleted meanwhile (by another process)
+        self.store.delete_papers(ids)
+        self.undo_stack.append(Deletion(records))
+        now = time.time()
+        for pid in ids:
+            self._written[pid] = now  # a refresh that read it before the delete brings nothing back
+            self.sticky.discard(pid)
+            old = self.index.rows.get(pid)
+            if old is not None and self.matching is not None and self.pinned is None and not self.text:
+                self.matching -= self.selection.matches_fields(old)
+            self.table.drop(pid)
+        self.index.remove(ids)
+        if self.pinned is not None or self.text:
+            self.set_timer(0.3, self.count_view)
+        self.update_summary()
+        self.show_detail()
+        self.schedule_retrain()
+        titles = [r.metadata.get("title") or r.id for r in records]
+        what = f"“{_clip(str(titles[0]), 50)}”" if len(titles) == 1 else f"{len(titles)} papers"
+        self.notify(f"Deleted {what}; u brings it back.", timeout=4)
+
+    def restore(self, deletion: Deletion) -> None:
+        """Undo a delete: the papers come back whole, and the first is highlighted."""
+        restored = self.store.restore_records(deletion.records)
+        ids = [r.id for r in deletion.records]
+        now = time.time()
+        for pid in ids:
+            self._written[pid] = now
+        self.index.apply(Row.from_metadata(pid, meta) for pid, meta in self.store.metadata(ids))
+        self.schedule_retrain()
+        self.sticky.update(ids)
+        self.show_again(ids[0])
+        back = f"“{_clip(self.index.rows[ids[0]].title, 50)}”" if len(ids) == 1 else f"{len(ids)} papers"
+        again = len(ids) - len(restored)
+        stored = f" ({again} had been stored again meanwhile and stay as they are)" if again else ""
+        self.notify(f"Undone: {back} is back{stored}.", timeout=3)
 
     @on(DataTable.RowSelected)
     def action_toggle_detail(self) -> None:
@@ -623,34 +736,103 @@ class ReviewApp(App[None]):
             elif str(self.query_one("#status-line", Static).content) == NARROW_HINT:
                 self.say("")
         self.screen.set_class(narrow, "-narrow")
-        title = max(20, (width if narrow else width * 3 // 5) - FIXED_COLUMNS)
-        if title != self.table.title_width or not self.table.columns:
-            self.table.set_columns(title)
+        widths = column_widths(width if narrow else width * 3 // 5)
+        if widths != self.table.widths or not self.table.columns:
+            self.table.set_columns(widths)
             self.reload()  # rows are cut to the new width
 
     def action_cursor(self, step: int) -> None:
         if self.shown:
             self.table.move_cursor(row=max(0, min(len(self.shown) - 1, self.table.cursor_row + step)))
 
-    # -- actions through dialogs (assistant.tui.dialogs) -------------------------------------
+    # -- actions through dialogs: each dialog returns its result to a callback here ----------
 
+    def _current_item(self) -> StoredPaper | None:
+        pid = self.current_id()
+        return self.store.get(pid) if pid else None
+
+    @guarded
     def action_tags(self) -> None:
-        dialogs.edit_tags(self)
+        item = self._current_item()
+        if item is not None:
+            screen = TagsScreen(item.decision.tags, self.index.vocabulary(), item.paper.title)
+            self.push_screen(screen, functools.partial(self._edited, item.paper.id, "tags"))
 
+    @guarded
     def action_note(self) -> None:
-        dialogs.edit_note(self)
+        item = self._current_item()
+        if item is not None:
+            screen = NoteScreen(item.decision.note, item.paper.title)
+            self.push_screen(screen, functools.partial(self._edited, item.paper.id, "note"))
+
+    @guarded
+    def _edited(self, pid: str, field: str, value: list[str] | str | None) -> None:
+        """A tags or note dialog closed: write what it returned (None: cancelled)."""
+        if value is not None:
+            self.decide(pid, **{field: value})
+            self.show_detail()
 
     def action_lists(self) -> None:
-        dialogs.edit_lists(self)
+        pid = self.current_id()
+        if pid is not None:
+            names = [rl.name for rl in self.lists.all()]
+            row = self.index.rows[pid]
+            screen = ListsScreen(names, row.lists, row.title)
+            self.push_screen(screen, functools.partial(self._list_chosen, pid))
 
+    @guarded
+    def _list_chosen(self, pid: str, choice: ListToggle | None) -> None:
+        if choice is None:
+            return
+        name = self.lists.create(choice.name, exist_ok=True).name if choice.create else choice.name
+        if name in self.index.rows[pid].lists and not choice.create:
+            self.lists.remove(name, [pid])
+            self.notify(f"Removed from “{name}”.", timeout=2)
+        else:
+            self.lists.add(name, [pid])  # the name field always adds, even to an existing list
+            self.notify(f"Added to “{name}”.", timeout=2)
+        self.update_rows([pid])
+
+    @guarded
     def action_open_link(self) -> None:
-        dialogs.open_link(self)
+        item = self._current_item()
+        if item is None:
+            return
+        link = item.paper.link
+        if not link:
+            self.notify("This paper has no link.", severity="warning", timeout=3)
+        elif webbrowser.open(link):
+            self.notify(f"Opened {link}", timeout=3)
+        else:
+            self.copy_to_clipboard(link)
+            self.notify(f"No browser found here; the link (copied to the clipboard): {link}", timeout=10)
 
     def action_search(self) -> None:
-        dialogs.search(self)
+        self.push_screen(SearchScreen(), self._searched)
+
+    @guarded
+    def _searched(self, request: SearchRequest | None) -> None:
+        if request is None:
+            return
+        if request.semantic:
+            hits = self.store.search(request.text, k=100)
+            self.pin([h.item.paper.id for h in hits], f"nearest to “{request.text}”")
+        else:
+            self.pinned, self.text = None, request.text
+            self.reload(keep_current=False)
 
     def action_filter(self) -> None:
-        dialogs.filter_queue(self)
+        choices = FilterChoices(
+            topics=[t.name for t in self.agenda.topics] if self.agenda else [],
+            tags=self.index.vocabulary(),
+            lists=[rl.name for rl in self.lists.all()],
+            sources=self.index.sources(),
+        )
+        self.push_screen(FilterScreen(self.selection, choices), self._filtered)
+
+    def _filtered(self, selection: Selection | None) -> None:
+        if selection is not None:
+            self.set_view("filtered", selection)
 
     # -- actions: finding papers ----------------------------------------------------------------
 
@@ -761,4 +943,4 @@ class ReviewApp(App[None]):
         return True
 
     def action_help(self) -> None:
-        dialogs.show_help(self, self.BINDINGS)
+        self.push_screen(HelpScreen(help_rows(self.BINDINGS)))

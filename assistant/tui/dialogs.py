@@ -1,160 +1,71 @@
-"""The review UI's actions that go through a dialog: tags, note, lists, search, filter, link."""
+"""What the review UI's dialogs need that is not a screen: the question a delete asks, the
+help's rows, and the guard that turns an error into a modal.
+
+Dialogs (assistant.tui.screens) return their result with `dismiss`; the app pushes them with
+`push_screen(screen, callback)` and acts on the result. Nothing here knows the app.
+"""
 
 from __future__ import annotations
 
 import functools
-import webbrowser
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
-from textual.app import SystemCommand
 from textual.binding import Binding
 
-from assistant.index import Sort
-from assistant.selection import Selection
-from assistant.tui.screens import (
-    FilterChoices,
-    FilterScreen,
-    HelpScreen,
-    ListsScreen,
-    ListToggle,
-    NoteScreen,
-    SearchRequest,
-    SearchScreen,
-    TagsScreen,
-)
-
-if TYPE_CHECKING:
-    from assistant.tui.app import ReviewApp
+from assistant.models import Status, StoredPaper
+from assistant.tui.screens import subject
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class ShowsErrors(Protocol):
+    def show_error(self, exc: BaseException) -> None: ...
+
+
 def guarded(func: F) -> F:
-    """Show an error from the store or an engine in a modal instead of crashing the UI."""
+    """Show an error from the store or an engine in a modal instead of crashing the UI (for
+    methods of an object that can show errors: the app)."""
 
     @functools.wraps(func)
-    def wrapper(app: ReviewApp, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(owner: ShowsErrors, *args: Any, **kwargs: Any) -> Any:
         try:
-            return func(app, *args, **kwargs)
+            return func(owner, *args, **kwargs)
         except Exception as exc:  # shown to the user, never swallowed
-            app.show_error(exc)
+            owner.show_error(exc)
             return None
 
     return wrapper  # type: ignore[return-value]
 
 
-def edit_tags(app: ReviewApp) -> None:
-    pid = app.current_id()
-    item = app.store.get(pid) if pid else None
-    if pid is None or item is None:
-        return
-
-    @guarded
-    def done(app: ReviewApp, tags: list[str] | None) -> None:
-        if tags is not None:
-            app.decide(pid, tags=tags)
-            app.show_detail()
-
-    app.push_screen(TagsScreen(item.decision.tags, app.index.vocabulary()), lambda t: done(app, t))
-
-
-def edit_note(app: ReviewApp) -> None:
-    pid = app.current_id()
-    item = app.store.get(pid) if pid else None
-    if pid is None or item is None:
-        return
-
-    @guarded
-    def done(app: ReviewApp, note: str | None) -> None:
-        if note is not None:
-            app.decide(pid, note=note)
-            app.show_detail()
-
-    app.push_screen(NoteScreen(item.decision.note), lambda n: done(app, n))
-
-
-def edit_lists(app: ReviewApp) -> None:
-    pid = app.current_id()
-    if pid is None:
-        return
-
-    @guarded
-    def done(app: ReviewApp, choice: ListToggle | None) -> None:
-        if choice is None:
-            return
-        name = app.lists.create(choice.name, exist_ok=True).name if choice.create else choice.name
-        if name in app.index.rows[pid].lists and not choice.create:
-            app.lists.remove(name, [pid])
-            app.notify(f"Removed from “{name}”.", timeout=2)
-        else:
-            app.lists.add(name, [pid])  # the name field always adds, even to an existing list
-            app.notify(f"Added to “{name}”.", timeout=2)
-        app.update_rows([pid])
-
-    names = [rl.name for rl in app.lists.all()]
-    app.push_screen(ListsScreen(names, app.index.rows[pid].lists), lambda c: done(app, c))
-
-
-def open_link(app: ReviewApp) -> None:
-    pid = app.current_id()
-    item = app.store.get(pid) if pid else None
-    if item is None:
-        return
-    link = item.paper.link
-    if not link:
-        app.notify("This paper has no link.", severity="warning", timeout=3)
-    elif webbrowser.open(link):
-        app.notify(f"Opened {link}", timeout=3)
+def delete_question(items: Sequence[StoredPaper]) -> str:
+    """The question before papers are deleted: which papers, and what goes with them."""
+    if len(items) == 1:
+        what = f"{subject(items[0].paper.title, 150)} ({items[0].paper.id})"
     else:
-        app.copy_to_clipboard(link)
-        app.notify(f"No browser found here; the link (copied to the clipboard): {link}", timeout=10)
+        names = ", ".join(subject(i.paper.title, 40) for i in items[:3])
+        what = f"{len(items)} papers: {names}" + (f" and {len(items) - 3} more" if len(items) > 3 else "")
+    carried = list(dict.fromkeys(part for item in items for part in _kept(item)))
+    it = "it" if len(items) == 1 else "them"
+    goes = f" Your {_and(carried)} go with {it}." if carried else ""
+    return f"Delete {what} from the store?{goes} u brings {it} back."
 
 
-def search(app: ReviewApp) -> None:
-    @guarded
-    def done(app: ReviewApp, request: SearchRequest | None) -> None:
-        if request is None:
-            return
-        if request.semantic:
-            hits = app.store.search(request.text, k=100)
-            app.pin([h.item.paper.id for h in hits], f"nearest to “{request.text}”")
-        else:
-            app.pinned, app.text = None, request.text
-            app.reload(keep_current=False)
-
-    app.push_screen(SearchScreen(), lambda r: done(app, r))
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def filter_queue(app: ReviewApp) -> None:
-    choices = FilterChoices(
-        topics=[t.name for t in app.agenda.topics] if app.agenda else [],
-        tags=app.index.vocabulary(),
-        lists=[rl.name for rl in app.lists.all()],
-        sources=app.index.sources(),
-    )
-
-    def done(selection: Selection | None) -> None:
-        if selection is not None:
-            app.set_view("filtered", selection)
-
-    app.push_screen(FilterScreen(app.selection, choices), done)
+def _kept(item: StoredPaper) -> list[str]:
+    """What of the researcher's own a paper carries."""
+    d = item.decision
+    parts = [f"decision ({d.status.value})"] if d.status is not Status.NEW else []
+    parts += ["star"] * d.starred + ["tags"] * bool(d.tags) + ["note"] * bool(d.note)
+    parts += ["lists"] * bool(d.lists)
+    return parts
 
 
-def commands(app: ReviewApp, views: list[str]) -> Iterator[SystemCommand]:
-    """The review UI's entries in the command palette."""
-    for sort in Sort:
-        yield SystemCommand(
-            f"Sort by {sort.value}", f"Order the queue by {sort.value}", functools.partial(app.set_sort, sort)
-        )
-    for name in views:
-        yield SystemCommand(f"Show {name}", f"Show {name} papers", functools.partial(app.set_view, name))
-    yield SystemCommand("Assess all visible", "Assess the papers in this view", app.action_assess_visible)
-    yield SystemCommand("Refresh", "Read new assessments and decisions from the store", app.action_refresh)
-    yield SystemCommand("Clear filters", "Show every undecided paper", app.clear_filters)
-
-
-def show_help(app: ReviewApp, bindings: Iterable[Any]) -> None:
+def help_rows(bindings: Iterable[Any]) -> list[tuple[str, str]]:
+    """Every key the help lists: the app's bindings, then the table's and the palette."""
     rows = [
         (b.key.replace("question_mark", "?").replace("slash", "/"), b.description)
         for b in bindings
@@ -166,4 +77,4 @@ def show_help(app: ReviewApp, bindings: Iterable[Any]) -> None:
         ("enter", "The detail pane alone (for narrow terminals), or back"),
         ("ctrl+p", "Command palette (sorts, views, ...)"),
     ]
-    app.push_screen(HelpScreen(rows))
+    return rows

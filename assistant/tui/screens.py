@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -74,6 +75,20 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
+class ConfirmDeleteScreen(ConfirmScreen, inherit_bindings=False):
+    """A question before a delete: only y goes ahead (enter, pressed out of habit, keeps)."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Delete"),
+        Binding("n,escape,enter", "answer(False)", "Keep"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="delete"):
+            yield Static(escape(self.question), id="question")
+            yield Label("[b]y[/b]: delete    [b]n[/b] / escape / enter: keep")
+
+
 class HelpScreen(ModalScreen[None]):
     """Every key binding, with what it does."""
 
@@ -122,6 +137,13 @@ class ListSuggester(Suggester):
             if word.startswith(stem) and word != stem and word not in done:
                 return value + word[len(stem) :]
         return None
+
+
+def subject(title: str, width: int = 64) -> str:
+    """A paper's title as a dialog names it: quoted, cut at a word to `width` characters."""
+    if len(title) > width:
+        title = title[: width - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
+    return f"“{title}”"
 
 
 def split_items(text: str) -> list[str]:
@@ -233,14 +255,16 @@ class TagsScreen(ModalScreen[list[str] | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, tags: Sequence[str], vocabulary: Sequence[str]) -> None:
+    def __init__(self, tags: Sequence[str], vocabulary: Sequence[str], title: str = "") -> None:
         super().__init__()
         self.tags = list(tags)
         self.vocabulary = vocabulary
+        self.paper_title = title
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="small"):
-            yield Label("[b]Tags[/b] (comma-separated; → accepts a completion; enter saves)")
+            yield Label(f"[b]Tags of[/b] {escape(subject(self.paper_title))}", id="subject")
+            yield Label("comma-separated; → accepts a completion; enter saves, escape cancels")
             yield Input(
                 ", ".join(self.tags) + (", " if self.tags else ""),
                 suggester=ListSuggester(self.vocabulary),
@@ -260,14 +284,16 @@ class NoteScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "save", "Save")]
 
-    def __init__(self, note: str) -> None:
+    def __init__(self, note: str, title: str = "") -> None:
         super().__init__()
         self.note = note
+        self.paper_title = title
         self.warned = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="note"):
-            yield Label("[b]Note[/b] (ctrl+s saves, escape cancels)")
+            yield Label(f"[b]Note on[/b] {escape(subject(self.paper_title))}", id="subject")
+            yield Label("ctrl+s saves, escape cancels", id="hint")
             yield TextArea(self.note, id="note")
 
     def action_save(self) -> None:
@@ -277,9 +303,7 @@ class NoteScreen(ModalScreen[str | None]):
         changed = self.query_one(TextArea).text.strip() != self.note.strip()
         if changed and not self.warned:
             self.warned = True
-            self.query_one(Label).update(
-                "[b]Note[/b] [yellow]not saved: ctrl+s saves, escape again discards[/]"
-            )
+            self.query_one("#hint", Label).update("[yellow]not saved: ctrl+s saves, escape again discards[/]")
             return
         self.dismiss(None)
 
@@ -295,13 +319,16 @@ class ListsScreen(ModalScreen[ListToggle | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Close")]
 
-    def __init__(self, lists: Sequence[str], member_of: Sequence[str]) -> None:
+    def __init__(self, lists: Sequence[str], member_of: Sequence[str], title: str = "") -> None:
         super().__init__()
         self.lists = list(lists)
         self.member_of = set(member_of)
+        self.paper_title = title
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="lists"):
+            if self.paper_title:
+                yield Label(f"[b]Lists of[/b] {escape(subject(self.paper_title))}", id="subject")
             yield Label("[b]Reading lists[/b] (enter adds or removes the paper; ✓ = in the list)")
             options = [
                 Option(("✓ " if name in self.member_of else "  ") + name, id=f"list-{i}")
@@ -333,10 +360,28 @@ class SearchRequest:
     semantic: bool
 
 
+class MeaningCheckbox(Checkbox, inherit_bindings=False):
+    """The search dialog's "by meaning" switch: space switches it, enter searches (it is left
+    to the dialog), and its state is spelt out, not shown by colour alone."""
+
+    BINDINGS = [Binding("space", "toggle_button", "Switch", show=False)]
+    ON = "search by meaning  (space: by words instead)"
+    OFF = "search by words in titles, authors, tags  (space: by meaning)"
+
+    def __init__(self, value: bool, **kwargs: Any) -> None:
+        super().__init__(self.ON if value else self.OFF, value, **kwargs)
+        self.BUTTON_INNER = "✓" if value else " "
+
+    def watch_value(self) -> None:
+        self.BUTTON_INNER = "✓" if self.value else " "
+        self.label = self.ON if self.value else self.OFF
+        super().watch_value()
+
+
 class SearchScreen(ModalScreen[SearchRequest | None]):
     """Search by meaning (the store's embeddings) or by words in titles, authors and tags."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("enter", "search", "Search", show=False)]
 
     def __init__(self, semantic: bool = True) -> None:
         super().__init__()
@@ -346,12 +391,16 @@ class SearchScreen(ModalScreen[SearchRequest | None]):
         with Vertical(id="dialog", classes="small"):
             yield Label("[b]Search[/b] (enter searches; escape cancels)")
             yield Input(placeholder="what are you looking for?", id="query")
-            yield Checkbox("by meaning (off: words in title, authors, tags)", self.semantic, id="semantic")
+            yield MeaningCheckbox(self.semantic, id="semantic")
 
     @on(Input.Submitted)
-    def _search(self, event: Input.Submitted) -> None:
-        if event.value.strip():
-            self.dismiss(SearchRequest(event.value.strip(), self.query_one("#semantic", Checkbox).value))
+    def action_search(self) -> None:
+        """Enter, wherever the focus is: search for what the field says (if anything)."""
+        query = self.query_one("#query", Input)
+        if query.value.strip():
+            self.dismiss(SearchRequest(query.value.strip(), self.query_one(MeaningCheckbox).value))
+        else:
+            query.focus()
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -35,7 +35,6 @@ def spark(values: list[int]) -> str:
     return "".join(SPARK[min(8, (v * 8 + top - 1) // top)] for v in values)
 
 
-COLUMN_WIDTHS = {"rel": 11, "title": 46, "tags": 18, "status": 10, "source": 12}
 COLUMNS = (
     ("relevance", "rel"),
     ("title", "title"),
@@ -44,6 +43,20 @@ COLUMNS = (
     ("source", "source"),
 )
 PAGE = 60  # rows added to the table at a time (a screenful and a half)
+MIN_TITLE = 20
+EDGES = 3  # the table's edges and scrollbar
+
+
+def column_widths(width: int) -> dict[str, int]:
+    """The queue's columns for a table `width` cells wide, in order. Relevance and status keep
+    their width; tags and source narrow on a narrow table (source, which the detail pane shows,
+    is left out below 120 cells); the title takes the rest."""
+    tags, source = (18, 12) if width >= 140 else (14, 10) if width >= 120 else (12, 0)
+    widths = {"rel": 11, "title": 0, "tags": tags, "status": 10, "source": source}
+    widths = {k: w for k, w in widths.items() if k == "title" or w}
+    others = sum(widths.values()) + 2 * len(widths) + EDGES  # each cell has a space either side
+    widths["title"] = max(MIN_TITLE, width - others)
+    return widths
 
 
 class QueueTable(DataTable[Any]):
@@ -61,20 +74,22 @@ class QueueTable(DataTable[Any]):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.shown: list[str] = []
         self.exhausted = True
-        self.title_width = COLUMN_WIDTHS["title"]
+        self.widths: dict[str, int] = {}
         self._rows: Iterator[Row] = iter(())
         # The score shown for a paper (the personal ranking's), else its relevance.
         self.score_of: Callable[[str], float | None] | None = None
 
     def cells(self, row: Row) -> tuple[RenderableType, ...]:
         score = self.score_of(row.id) if self.score_of is not None else row.relevance
-        return row_cells(row, self.title_width, score)
+        return row_cells(row, self.widths or column_widths(120), score)
 
-    def set_columns(self, title_width: int) -> None:
-        self.title_width = title_width
+    def set_columns(self, widths: dict[str, int]) -> None:
+        """Lay the columns out anew (`column_widths`); the rows are to be filled again."""
+        self.widths = dict(widths)
         self.clear(columns=True)
         for label, key in COLUMNS:
-            self.add_column(label, key=key, width=title_width if key == "title" else COLUMN_WIDTHS[key])
+            if key in widths:
+                self.add_column(label, key=key, width=widths[key])
 
     def fill(self, rows: Iterator[Row], keep: str | None = None, depth: int = 0) -> None:
         """Show these rows from the top; with `keep`, read up to `depth` rows to find and
@@ -107,9 +122,18 @@ class QueueTable(DataTable[Any]):
         for row in rows:
             if row.id in shown:
                 current = self.get_row(row.id)
-                for (_, key), cell, old in zip(COLUMNS, self.cells(row), current, strict=True):
+                for key, cell, old in zip(self.widths, self.cells(row), current, strict=True):
                     if cell != old:
                         self.update_cell(row.id, key, cell)
+
+    def drop(self, pid: str) -> None:
+        """Take a paper's row out (the cursor stays on the row that takes its place)."""
+        if pid not in self.shown:
+            return
+        self.remove_row(pid)
+        self.shown.remove(pid)
+        if not self.exhausted and self.cursor_row >= len(self.shown) - 1:
+            self.load_more()
 
     def action_first_row(self) -> None:
         if self.row_count:
@@ -141,19 +165,30 @@ class Summary(Static):
         )
 
 
-def row_cells(row: Row, width: int = 120, score: float | None = None) -> tuple[RenderableType, ...]:
-    """The queue table's cells for one paper (`score`: what the bar shows, by default its relevance)."""
-    rel = relevance_bar(score if score is not None else row.relevance, 6)
+def row_cells(
+    row: Row, widths: dict[str, int] | None = None, score: float | None = None
+) -> tuple[RenderableType, ...]:
+    """The queue table's cells for one paper, one per column of `widths` (`column_widths`);
+    `score`: what the bar shows, by default its relevance."""
+    widths = widths or column_widths(120)
+    cells: dict[str, RenderableType] = {
+        "rel": relevance_bar(score if score is not None else row.relevance, 6)
+    }
+    title = Text(row.title)
+    title.truncate(widths["title"], overflow="ellipsis")
+    cells["title"] = title
+    tags = Text(", ".join(row.tags[:3]), "cyan")
+    tags.truncate(widths["tags"], overflow="ellipsis")
+    cells["tags"] = tags
     status = Text(row.status.value + (" ★" if row.starred else ""), STATUS_STYLE[row.status])
     if row.failed and row.relevance is None:
         status.append(" failed", "red")
-    title = Text(row.title)
-    title.truncate(width, overflow="ellipsis")
-    tags = Text(", ".join(row.tags[:3]), "cyan")
-    tags.truncate(18, overflow="ellipsis")
-    source = Text((row.sources[0].split(":", 1)[-1] if row.sources else ""), "dim")
-    source.truncate(12, overflow="ellipsis")
-    return rel, title, tags, status, source
+    cells["status"] = status
+    if "source" in widths:
+        source = Text((row.sources[0].split(":", 1)[-1] if row.sources else ""), "dim")
+        source.truncate(widths["source"], overflow="ellipsis")
+        cells["source"] = source
+    return tuple(cells[key] for key in widths)
 
 
 class Detail(Static):
