@@ -1,14 +1,16 @@
 """The labelled sets the ranking benchmarks run on, and the engine's scores for them.
 
-Both sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
+All three sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
 listing pages) 0/1/2 against research agendas, each agenda written as a paragraph and as three
 words, by two readers who did not see each other's grades:
 
 - set A (`tuning`): attention heads, multilingual adaptation, multi-task learning. The offline
   engine and the personal model were tuned on it.
-- set B (`held out`): parameter-efficient adaptation, efficient inference, factual knowledge,
+- set B (`tuning`): parameter-efficient adaptation, efficient inference, factual knowledge,
   linguistic structure. Graded before any tuning for the offline engine's fourth version and
-  the personal model, and never tuned on: it is reported separately.
+  the personal model and held out for them; the engine's sixth version was tuned on A and B.
+- set C (`held out`): mechanistic interpretability, vision-language models, alignment and
+  safety, training data. Graded after the engine's sixth version was written; never tuned on.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from assistant.store import Store
 DATA = ROOT / "bench" / "data"
 SETS = {
     "A": ("tuning", ["heads", "multilingual", "multitask"], DATA / "labels"),
-    "B": ("held out", ["peft", "efficiency", "knowledge", "structure"], DATA / "labels_b"),
+    "B": ("tuning", ["peft", "efficiency", "knowledge", "structure"], DATA / "labels_b"),
+    "C": ("held out", ["interp", "multimodal", "alignment", "data"], DATA / "labels_c"),
 }
 READERS = ("first", "second")
 FORMS = ("para", "3 words")
@@ -64,7 +67,7 @@ def _grade_files(folder: Path, name: str) -> dict[str, Path]:
     return {"first": folder / f"{name}.json", "second": folder / "second" / f"{name}.json"}
 
 
-def cases(ids: list[str], sets: tuple[str, ...] = ("A", "B")) -> Iterator[Case]:
+def cases(ids: list[str], sets: tuple[str, ...] = tuple(SETS)) -> Iterator[Case]:
     for set_name in sets:
         _, agendas, folder = SETS[set_name]
         for name in agendas:

@@ -1,14 +1,14 @@
 """Ranking quality of the offline engine against strong lexical and embedding baselines.
 
-    python bench/ranking.py [--sets A B]
+    python bench/ranking.py [--sets A B C]
 
 The labelled sets (bench/labelled.py): 514 papers graded 0/1/2 by two independent readers,
-set A (three agendas, where the engine was tuned) and set B (four agendas, graded before the
-engine's current version was tuned and never tuned on). Each agenda runs as a paragraph and
-as three words. Every ranker sees the same papers and the same agenda text in the same run:
+sets A and B (seven agendas, where the engine was tuned) and set C (four agendas, graded after
+the engine's current version was written and never tuned on). Each agenda runs as a paragraph
+and as three words. Every ranker sees the same papers and the same agenda text in the same run:
 
 - engine: the offline engine as shipped (its relevance, as the queue sorts it);
-- offline-4: the engine before this version (BM25 and the embedding, clipped), recomputed;
+- offline-4: an earlier engine (BM25 and the embedding, clipped), recomputed;
 - tf-idf: the strong lexical baseline, TF-IDF of word 1-2 grams over title and abstract,
   sublinear tf, English stop words, 20,000 features, fitted on the store, cosine to the topic;
 - tf-idf (arxiv-sanity): the same with arxiv-sanity-lite's max_df=0.1, min_df=5;

@@ -42,6 +42,12 @@ WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 # A weight above zero must beat the engine alone by this much average precision in
 # cross-validation; among weights that tie, the largest is taken.
 MARGIN = 0.005
+# ... and beat it in this share of bootstrap resamples of the decisions: with a few decisions
+# a mean gain is often luck (a single rejection ranked well), and a blend chosen on luck
+# reorders the queue for the worse. Past BOOTSTRAP_BELOW decisions the mean is trusted.
+CONFIDENCE = 0.8
+BOOTSTRAP = 100
+BOOTSTRAP_BELOW = 500
 # The model promotes freely but demotes by at most its weight (in z-scores): a paper the
 # engine rates highly is not buried by a model that has not seen its kind yet.
 MODEL_FLOOR = -1.0
@@ -110,6 +116,8 @@ class Fit:
     decided: int = 0
     # (engine side, model weight) -> cross-validated average precision
     cv: dict[tuple[str, float], float] = field(default_factory=dict)
+    # (engine side, model weight) -> share of bootstrap resamples in which it beats the engine
+    confidence: dict[tuple[str, float], float] = field(default_factory=dict)
     cv_decided: int = 0  # the decisions the weight was chosen on
     model: Model | None = None
     # z-scoring of the engine's relevance over the store.
@@ -365,14 +373,25 @@ def fit(
     )
     if previous is not None and reuse:
         result.cv, result.cv_decided = previous.cv, previous.cv_decided
+        result.confidence = previous.confidence
     else:
-        result.cv = _cross_validate(X, E, engine, labels, decided, background, groups, result.engine_stats)
+        result.cv, result.confidence = _cross_validate(
+            X, E, engine, labels, decided, background, groups, result.engine_stats
+        )
         result.cv_decided = labels.decided
-    # The best (engine side, weight); ties go to the raw engine and then to the larger weight.
-    candidates = [k for k in result.cv if result.calibration is not None or k[0] == RAW]
+    # The best (engine side, weight) among those that beat the engine alone by the margin in
+    # most resamples; ties go to the raw engine and then to the larger weight.
+    base_cv = result.cv[(RAW, 0.0)]
+    candidates = [
+        k
+        for k in result.cv
+        if (result.calibration is not None or k[0] == RAW)
+        and (
+            k == (RAW, 0.0)
+            or (result.cv[k] >= base_cv + MARGIN and result.confidence.get(k, 1.0) >= CONFIDENCE)
+        )
+    ]
     best = max(candidates, key=lambda k: (round(result.cv[k], 6), k[0] == RAW, k[1]))
-    if best != (RAW, 0.0) and result.cv[best] < result.cv[(RAW, 0.0)] + MARGIN:
-        best = (RAW, 0.0)
     result.calibrated = best[0] == CALIBRATED
     result.weight = best[1]
     base, chosen = result.cv[(RAW, 0.0)], result.cv[best]
@@ -426,9 +445,10 @@ def _cross_validate(
     background: np.ndarray,
     groups: list[tuple[np.ndarray, np.ndarray]],
     engine_stats: tuple[float, float],
-) -> dict[tuple[str, float], float]:
+) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
     """Each blend's mean average precision over the evaluation groups, every paper scored by
-    a model (and a calibration) trained without it."""
+    a model (and a calibration) trained without it; and the share of bootstrap resamples of
+    the groups' papers in which the blend ranks them better than the engine alone."""
     folds = max(2, min(FOLDS, labels.positives))
     fold_of = np.empty(len(labels.y), dtype=np.int64)
     # Accepts, maybes, rejections and the background are dealt round the folds separately.
@@ -457,22 +477,36 @@ def _cross_validate(
     # A paper's weight: a star counts double; a maybe counts against a ranking, lightly.
     weight = np.where(labels.y >= 0, labels.weight, 1.0)
     sides = {RAW: _z(engine, engine_stats), CALIBRATED: calibrated_z}
-    return {
-        (side, w): float(
-            np.mean(
-                [
-                    average_precision(
-                        values[papers] + w * np.maximum(model_z[papers], MODEL_FLOOR),
-                        relevant,
-                        weight[papers],
-                    )
-                    for papers, relevant in groups
-                ]
-            )
-        )
+    blends = {
+        (side, w): values + w * np.maximum(model_z, MODEL_FLOOR)
         for side, values in sides.items()
         for w in WEIGHTS
     }
+
+    def mean_ap(score: np.ndarray, picks: list[np.ndarray] | None = None) -> float:
+        return float(
+            np.mean(
+                [
+                    average_precision(score[papers[i]], relevant[i], weight[papers[i]])
+                    for (papers, relevant), i in zip(
+                        groups, picks or [np.arange(len(p)) for p, _ in groups], strict=True
+                    )
+                ]
+            )
+        )
+
+    cv = {key: mean_ap(score) for key, score in blends.items()}
+    confidence: dict[tuple[str, float], float] = {}
+    if labels.decided < BOOTSTRAP_BELOW:
+        rng = np.random.default_rng(len(decided))
+        wins = dict.fromkeys(blends, 0)
+        for _ in range(BOOTSTRAP):
+            picks = [rng.integers(0, len(papers), len(papers)) for papers, _ in groups]
+            base = mean_ap(blends[(RAW, 0.0)], picks)
+            for key, score in blends.items():
+                wins[key] += mean_ap(score, picks) > base
+        confidence = {key: n / BOOTSTRAP for key, n in wins.items()}
+    return cv, confidence
 
 
 def scores(result: Fit, X: Features) -> np.ndarray | None:

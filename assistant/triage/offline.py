@@ -1,9 +1,12 @@
 """The offline engine: relevance without an LLM.
 
 Each topic score mixes a lexical match with the embedding similarity between the paper and
-the topic. The lexical match is the cosine of TF-IDF vectors over stemmed words and pairs of
-adjacent stemmed words (sublinear tf, fitted on the whole store, so rare agenda terms count
-more than common ones and an agenda's phrases count as phrases). Both sides are then expanded
+the topic. The lexical match is the cosine of TF-IDF vectors over stemmed words, pairs of
+adjacent stemmed words and, at a lower weight, the words as written but for a plural's -s
+(sublinear tf, fitted on the whole store, so rare agenda terms count more than common ones, an
+agenda's phrases count as phrases, and "adapters" is nearer "adapters" than "adaptation"). The
+two signals are mixed in inverse proportion to their spread over the store, so that a terse
+topic and a paragraph are both matched on words and meaning alike. Both sides are then expanded
 once by pseudo-relevance feedback: the topic moves towards the papers that match it best on the
 first pass, which finds papers that say the same thing in other words. Tags come from the
 matching topics and the key phrases of the paper's title; the summary is the abstract's most
@@ -27,15 +30,19 @@ import numpy as np
 import Stemmer
 from scipy import sparse
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, HashingVectorizer, TfidfTransformer
+from sklearn.preprocessing import normalize
 
 from assistant.agenda import Agenda, Topic
 from assistant.models import Assessment, TopicScore
 from assistant.triage.scoring import NEGATIVE_WEIGHT
 
 ENGINE = "offline"
-VERSION = "offline-5"
+VERSION = "offline-6"
 # Weight of the embedding similarity in a topic score (the rest is lexical).
 EMBEDDING_WEIGHT = 0.6
+# (Below this many papers in the store; above, each topic's share follows the spreads of the
+# two signals over the store, see _fusion_weight.)
+FUSION_MIN_PAPERS = 20
 # Pseudo-relevance feedback: the best-matching papers of the first pass (a 25th of the store,
 # 3 to 20 of them) pull the topic's vector and its words this far towards their centroid.
 FEEDBACK_PAPERS = 20
@@ -93,6 +100,44 @@ def grams(tokens: Sequence[str]) -> list[str]:
     return [*tokens, *(f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False))]
 
 
+# Words as written (but for a plural's -s) beside the stems, at this share of a stem's weight.
+EXACT_WEIGHT = 0.7
+_EXACT_HASHER = HashingVectorizer(
+    analyzer=lambda tokens: tokens, n_features=2**18, alternate_sign=False, norm=None
+)
+
+
+def _counts(texts: Sequence[str], text_stems: Sequence[Sequence[str]]) -> sparse.csr_matrix:
+    """What the lexical match compares: stems and pairs of stems, and beside them the words
+    as written but for a plural's -s, so an exact word counts beyond its stem ("adapters" is
+    closer to "adapters" than to "adaptation")."""
+    return sparse.hstack(
+        [
+            _HASHER.transform([grams(t) for t in text_stems]),
+            _EXACT_HASHER.transform([[singular(w) for w in words(text)] for text in texts]),
+        ]
+    ).tocsr()
+
+
+def _weigh(matrix: sparse.spmatrix) -> sparse.csr_matrix:
+    """TF-IDF rows with the exact words down-weighted, L2-normalised."""
+    out = sparse.csr_matrix(matrix, dtype=np.float64)
+    out.data[out.indices >= HASH_FEATURES] *= EXACT_WEIGHT
+    return normalize(out, copy=False)
+
+
+def singular(word: str) -> str:
+    """Harman's S-stemmer: the plural's -s off and nothing else ("heads" -> "head", "adapters"
+    -> "adapter", but "adaptation" stays itself)."""
+    if word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
+        return word[:-1]
+    if word.endswith("s") and not word.endswith(("us", "ss")):
+        return word[:-1]
+    return word
+
+
 @dataclass
 class Corpus:
     """Lexical statistics over every document in the store (and, when given, every vector)."""
@@ -114,9 +159,9 @@ class Corpus:
         df: Counter[str] = Counter()
         for toks in tokens:
             df.update(set(toks))
-        counts = _HASHER.transform([grams(t) for t in tokens])
-        transformer = TfidfTransformer(sublinear_tf=True).fit(counts)
-        matrix = transformer.transform(counts).tocsr()
+        counts = _counts(documents, tokens)
+        transformer = TfidfTransformer(sublinear_tf=True, norm=None).fit(counts)
+        matrix = _weigh(transformer.transform(counts)).tocsr()
         aligned = None
         if vectors is not None and ids and all(pid in vectors for pid in ids):
             aligned = np.asarray([vectors[pid] for pid in ids], dtype=np.float32)
@@ -129,7 +174,7 @@ class Corpus:
 
     def query(self, text: str) -> np.ndarray:
         """A text's TF-IDF vector (dense, L2-normalised) in the store's statistics."""
-        row = self.transformer.transform(_HASHER.transform([grams(stems(text))]))
+        row = _weigh(self.transformer.transform(_counts([text], [stems(text)])))
         return np.asarray(row.toarray(), dtype=np.float64).ravel()
 
     def scores(self, query: str | np.ndarray) -> np.ndarray:
@@ -176,6 +221,19 @@ class _Query:
     words: np.ndarray
     top: float  # the lexical score that counts as a full match in this store
     empty: bool
+    embedding_weight: float = EMBEDDING_WEIGHT
+
+
+def _fusion_weight(lexical: np.ndarray, cosine: np.ndarray) -> float:
+    """The embedding's share in a topic's mix: each signal weighs in inverse proportion to its
+    spread over the store, so both count alike whatever the agenda's wording (a three-word
+    topic spreads the cosine thin, a paragraph the lexical match); ranking on the mix is then
+    ranking on the sum of the two z-scores, and the mix keeps the 0..1 scale. A store too small
+    to measure a spread keeps the fixed share; neither signal ever counts for less than a fifth."""
+    spread_lexical, spread_cosine = float(np.std(lexical)), float(np.std(cosine))
+    if len(lexical) < FUSION_MIN_PAPERS or spread_lexical + spread_cosine <= 0:
+        return EMBEDDING_WEIGHT
+    return float(np.clip(spread_lexical / (spread_lexical + spread_cosine), 0.2, 0.8))
 
 
 class OfflineEngine:
@@ -212,9 +270,12 @@ class OfflineEngine:
                 vector = vector / (np.linalg.norm(vector) or 1.0)
             centroid = np.asarray(corpus.matrix[best].mean(axis=0)).ravel()
             words = words + FEEDBACK_WEIGHT * centroid / (np.linalg.norm(centroid) or 1.0)
-            out.append(
-                _Query(vector.astype(np.float32), words, _lexical_top(corpus.scores(words)), empty=False)
-            )
+            lexical = corpus.scores(words)
+            top = _lexical_top(lexical)
+            weight = EMBEDDING_WEIGHT
+            if corpus.vectors is not None:
+                weight = _fusion_weight(lexical / top, _cosine_scale(corpus.vectors @ vector))
+            out.append(_Query(vector.astype(np.float32), words, top, empty=False, embedding_weight=weight))
         self._queries = (id(corpus), out)
         return out
 
@@ -238,11 +299,12 @@ class OfflineEngine:
         cosine[:, [q.empty for q in queries]] = 0.0
         return lexical, cosine
 
-    def mix(self, lexical: np.ndarray, cosine: np.ndarray) -> np.ndarray:
+    def mix(self, corpus: Corpus, lexical: np.ndarray, cosine: np.ndarray) -> np.ndarray:
         """Topic scores on a 0..1 scale, not clipped (above 1: better than a full match)."""
         scaled = _cosine_scale(cosine)
         scaled[cosine == 0.0] = 0.0
-        return EMBEDDING_WEIGHT * scaled + (1 - EMBEDDING_WEIGHT) * lexical
+        weight = np.array([q.embedding_weight for q in self.queries(corpus)])
+        return np.asarray(weight * scaled + (1 - weight) * lexical, dtype=np.float64)
 
     def assess(
         self,
@@ -254,7 +316,7 @@ class OfflineEngine:
         known = set(corpus.ids)
         targets = [pid for pid in documents if pid in known]
         lexical, cosine = self.components(corpus, targets, vectors)
-        mixed = self.mix(lexical, cosine)
+        mixed = self.mix(corpus, lexical, cosine)
         negative = [t.negative for t in self.agenda.topics]
         out: dict[str, Assessment] = {}
         for r, pid in enumerate(targets):
