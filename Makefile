@@ -29,7 +29,7 @@ lint: $(VENV)/.dev
 bench: $(VENV)/.dev
 	$(BIN)/python bench/ingest.py && $(BIN)/python bench/search.py && \
 	$(BIN)/python bench/tagging.py && $(BIN)/python bench/ranking.py && $(BIN)/python bench/learning.py && \
-	$(BIN)/python bench/drills.py
+	$(BIN)/python bench/drills.py && $(BIN)/python bench/startup.py
 
 clean:
 	rm -rf $(VENV) store/chroma.sqlite3 store/*/ agenda.md

@@ -7,7 +7,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, ValidationError
 from pydantic_settings import (
     BaseSettings,
@@ -16,14 +15,10 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from assistant.defaults import default_config_path
 from assistant.errors import ConfigError
 
-APP_NAME = "paper-triage"
-
-
-def default_config_path() -> Path:
-    """Where the optional config file is looked for when none is named."""
-    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+__all__ = ["Settings", "default_config_path", "load_settings"]
 
 
 class Settings(BaseSettings):

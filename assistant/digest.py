@@ -14,6 +14,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from assistant.agenda import Agenda
+from assistant.defaults import MATCH
 from assistant.export.common import topic_names, topic_score
 from assistant.export.markdown import md, paper_block
 from assistant.models import Status, StoredPaper, TopicScore
@@ -24,9 +25,6 @@ def is_new(item: StoredPaper, since: date) -> bool:
         return item.added_at.date() >= since
     day = item.paper.day
     return day is not None and day >= since.year * 10000 + since.month * 100 + since.day
-
-
-MATCH = 5  # a topic score that is a real match (0-10)
 
 
 @dataclass

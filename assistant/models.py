@@ -6,10 +6,11 @@ import hashlib
 import re
 import unicodedata
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
+
+from assistant.status import Status as Status  # the decision status lives apart (see status.py)
 
 _ARXIV_NEW = re.compile(r"(?<![\d.])(\d{4}\.\d{4,5})(?:v\d+)?(?![\d])")
 _ARXIV_OLD = re.compile(r"(?<![\w-])([a-z][a-z-]*(?:\.[A-Z]{2})?/\d{7})(?:v\d+)?\b")
@@ -109,13 +110,6 @@ def paper_id_for(*, arxiv_id: str | None = None, doi: str | None = None, title: 
         return f"doi:{norm_doi}"
     digest = hashlib.sha256(normalize_title(title).encode("utf-8")).hexdigest()[:16]
     return f"title:{digest}"
-
-
-class Status(StrEnum):
-    NEW = "new"
-    ACCEPTED = "accepted"
-    REJECTED = "rejected"
-    MAYBE = "maybe"
 
 
 _PARTICLES = frozenset(

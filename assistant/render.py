@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from assistant.ingest import FileReport
-from assistant.models import StoredPaper
+if TYPE_CHECKING:
+    from assistant.ingest import FileReport
+    from assistant.models import StoredPaper
 
 
 def relevance_bar(value: float | None, width: int = 10) -> Text:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from test_feeds import Provider, Reply, cli, hf_day, serve
 
-from assistant import cli_tag
+from assistant.cli import tag as cli_tag
 from assistant.config import load_settings
 from assistant.feeds.daily import RunRecord, daily_lock
 from assistant.store import Store

@@ -15,8 +15,8 @@ from assistant.agenda import load_agenda
 from assistant.feeds.enrich import enrich
 from assistant.models import Paper
 from assistant.store import Store
-from assistant.triage.assess import is_stale
 from assistant.triage.batch import tag_offline
+from assistant.triage.keys import is_stale
 
 BATCH = "/s2/graph/v1/paper/batch"
 MATCH = "/s2/graph/v1/paper/search/match"

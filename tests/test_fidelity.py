@@ -22,7 +22,8 @@ from bibtexparser.middlewares.names import parse_single_name_into_parts, split_m
 from pylatexenc.latex2text import LatexNodes2Text
 
 from assistant.agenda import parse_agenda
-from assistant.export import ExportContext, render
+from assistant.export import render
+from assistant.export.common import ExportContext
 from assistant.export.latex import balanced, readable
 from assistant.ingest import parse_file
 from assistant.ingest.bibtex import ResolveStrings

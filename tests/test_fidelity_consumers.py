@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from tex_consumers import Report, compile_biblatex, compile_bibtex, pandoc_citeproc, require_tools
 
-from assistant.export import ExportContext, render
+from assistant.export import render
+from assistant.export.common import ExportContext
 from assistant.ingest import parse_file
 from assistant.models import Decision, StoredPaper
 from conftest import FIXTURES

@@ -1,24 +1,28 @@
 """Exports: the registry of formats, the default order of papers, and atomic file writing.
 
-Each format is a module with `write(items, context) -> str`; `render` picks one by name.
+Each format is a module with `write(items, context) -> str`; `render` picks one by name. A
+format's module (and `common`, with the models) is imported when it writes, not with the
+registry: `triage export --help` lists the formats without loading them.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import stat
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from assistant.errors import TriageError
-from assistant.export import bib, csljson, html, jsonl, markdown, ris
-from assistant.export import csv as csv_format
-from assistant.export.common import ExportContext
-from assistant.models import StoredPaper
 
-__all__ = ["FORMATS", "ExportContext", "ExportFormat", "by_relevance", "format_named", "render", "write_file"]
+if TYPE_CHECKING:
+    from assistant.export.common import ExportContext
+    from assistant.models import StoredPaper
+
+__all__ = ["FORMATS", "ExportFormat", "by_relevance", "format_named", "render", "write_file"]
 
 
 @dataclass(frozen=True)
@@ -26,26 +30,35 @@ class ExportFormat:
     name: str
     suffixes: tuple[str, ...]
     description: str
-    write: Callable[[Sequence[StoredPaper], ExportContext], str]
+    writer: str  # "module:function" in this package
+
+    def write(self, items: Sequence[StoredPaper], context: ExportContext) -> str:
+        module, _, function = self.writer.partition(":")
+        write: Callable[[Sequence[StoredPaper], ExportContext], str] = getattr(
+            importlib.import_module(f"assistant.export.{module}"), function
+        )
+        return write(items, context)
 
 
 FORMATS: dict[str, ExportFormat] = {
     f.name: f
     for f in (
         ExportFormat(
-            "bib", (".bib", ".bibtex"), "BibTeX for LaTeX (bibtex or biber), Zotero, JabRef", bib.write
+            "bib", (".bib", ".bibtex"), "BibTeX for LaTeX (bibtex or biber), Zotero, JabRef", "bib:write"
         ),
         ExportFormat(
-            "biblatex", (), "the same entries in UTF-8, for biblatex with biber", bib.write_biblatex
+            "biblatex", (), "the same entries in UTF-8, for biblatex with biber", "bib:write_biblatex"
         ),
-        ExportFormat("ris", (".ris",), "RIS for Zotero, EndNote, Mendeley", ris.write),
+        ExportFormat("ris", (".ris",), "RIS for Zotero, EndNote, Mendeley", "ris:write"),
         ExportFormat(
-            "csl-json", (".json",), "CSL-JSON, Zotero's native format (and pandoc's)", csljson.write
+            "csl-json", (".json",), "CSL-JSON, Zotero's native format (and pandoc's)", "csljson:write"
         ),
-        ExportFormat("csv", (".csv",), "a spreadsheet: one row per paper", csv_format.write),
-        ExportFormat("jsonl", (".jsonl", ".ndjson"), "everything, for a lossless re-import", jsonl.write),
-        ExportFormat("md", (".md", ".markdown"), "a Markdown reading list grouped by topic", markdown.write),
-        ExportFormat("html", (".html", ".htm"), "a self-contained web page, sortable", html.write),
+        ExportFormat("csv", (".csv",), "a spreadsheet: one row per paper", "csv:write"),
+        ExportFormat("jsonl", (".jsonl", ".ndjson"), "everything, for a lossless re-import", "jsonl:write"),
+        ExportFormat(
+            "md", (".md", ".markdown"), "a Markdown reading list grouped by topic", "markdown:write"
+        ),
+        ExportFormat("html", (".html", ".htm"), "a self-contained web page, sortable", "html:write"),
     )
 }
 

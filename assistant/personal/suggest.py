@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
+from assistant.defaults import LOW_SCORE
 from assistant.personal.features import TextFeatures
 from assistant.personal.ranking import PaperState
 
-LOW_SCORE = 4  # every topic at most this: the agenda does not cover the paper
 DISTANCE = 0.55  # cosine distance within which papers are grouped (average linkage)
 TERMS = 6
 

@@ -8,14 +8,13 @@ from dataclasses import dataclass
 
 from assistant.agenda import Agenda
 from assistant.config import Settings
-from assistant.models import StoredPaper
+from assistant.defaults import DEFAULT_MODEL
 from assistant.store import Store
 from assistant.triage.batch import tag_offline
 from assistant.triage.examples import Examples
-from assistant.triage.llm import DEFAULT_MODEL, LLMEngine, llm_key
-from assistant.triage.offline import engine_key
+from assistant.triage.llm import LLMEngine
 from assistant.triage.pricing import cost, price_for
-from assistant.triage.prompts import Prompts, load_prompts
+from assistant.triage.prompts import load_prompts
 from assistant.triage.runner import Plan, RunReport, plan_run, run_plan
 
 
@@ -103,21 +102,3 @@ def prepare_llm(
     plan = plan_run(store, engine, force=force, retry_failed=True, only=ids, vocabulary=vocabulary)
     estimate = cost(plan.prompt_tokens, plan.completion_tokens, price_for(model, settings.prices))
     return Prepared(model, engine, plan, vocabulary, estimate)
-
-
-def is_stale(item: StoredPaper, agenda: Agenda, prompts: Prompts | None) -> bool:
-    """Whether a paper's assessment was made against another agenda, prompt or paper text."""
-    a = item.assessment
-    if a is None:
-        return False
-    if a.agenda_hash != agenda.hash:
-        return True
-    if a.engine == "offline":
-        return a.key != engine_key(item.paper.document, agenda)
-    if prompts is None:
-        return False
-    key = a.base_key or a.key  # with calibration examples, the key without them
-    return all(
-        key != llm_key(item.paper.document, agenda, prompts, a.model or "", mode)
-        for mode in ("tools", "json")
-    )

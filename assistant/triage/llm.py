@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import hashlib
 import logging
 import random
 import re
@@ -32,13 +31,12 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from assistant.agenda import Agenda
 from assistant.models import Assessment, Paper, TopicScore
 from assistant.triage.examples import Examples, examples_key, examples_text
+from assistant.triage.keys import llm_key
 from assistant.triage.prompts import Prompts
 from assistant.triage.schema import BatchAnswer, PaperAnswer, answers_by_id
 from assistant.triage.scoring import relevance_from
 
 ENGINE = "llm"
-VERSION = "llm-1"
-DEFAULT_MODEL = "gpt-4o-mini"
 REASKS = 2
 NETWORK_ATTEMPTS = 5
 MAX_WAIT = 60.0
@@ -66,15 +64,6 @@ class CallResult:
     assessments: dict[str, Assessment]
     prompt_tokens: int
     completion_tokens: int
-
-
-def llm_key(
-    document: str, agenda: Agenda, prompts: Prompts, model: str, mode: str, examples: str = ""
-) -> str:
-    parts = [VERSION, agenda.hash, prompts.hash, model, mode, document]
-    if examples:
-        parts += [prompts.examples, examples]
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]
 
 
 _ANGLES = re.compile(r"<{2,}|>{2,}")

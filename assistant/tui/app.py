@@ -30,7 +30,8 @@ from assistant.models import Decision, Status, StoredPaper, now_utc
 from assistant.personal import FeatureCache, Ranking, TextFeatures, load_features, rank
 from assistant.selection import Selection
 from assistant.store import PaperRecord, Store
-from assistant.triage.assess import Prepared, assess_papers, is_stale, prepare_llm
+from assistant.triage.assess import Prepared, assess_papers, prepare_llm
+from assistant.triage.keys import is_stale
 from assistant.triage.prompts import Prompts, load_prompts
 from assistant.tui.dialogs import delete_question, guarded, help_rows
 from assistant.tui.screens import (

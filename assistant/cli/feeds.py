@@ -7,25 +7,22 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assistant.cli import _progress, app, console, err_console, state, subcommand, user_errors
-from assistant.cli_export import OutputOption, emit, optional_agenda, queue_shift
-from assistant.digest import MATCH
-from assistant.digest import build as build_digest
-from assistant.digest import render as render_digest
+from assistant.cli.export import OutputOption, emit, optional_agenda, queue_shift
+from assistant.cli.shared import app, console, err_console, progress, state, subcommand, user_errors
+from assistant.defaults import DEFAULT_MODEL, MATCH
 from assistant.errors import TriageError
-from assistant.feeds.daily import RunRecord, check_email, daily_lock, send_email
-from assistant.feeds.enrich import EnrichReport, enrich
-from assistant.feeds.model import Feeds, Kind, check_spec
-from assistant.feeds.runner import FeedReport, fetch_feeds
-from assistant.models import Status
-from assistant.selection import Selection
-from assistant.triage.llm import DEFAULT_MODEL
+from assistant.status import Status
+
+if TYPE_CHECKING:
+    from assistant.feeds.enrich import EnrichReport
+    from assistant.feeds.model import Feeds
+    from assistant.feeds.runner import FeedReport
 
 feed_app = typer.Typer(
     name="feed",
@@ -74,6 +71,8 @@ def _source(
     rss: str | None,
 ) -> dict[str, Any] | None:
     """The feed fields for the one source given (None if none was)."""
+    from assistant.feeds.model import Kind
+
     cats = [c.strip() for value in categories or [] for c in value.split(",") if c.strip()]
     given: list[dict[str, Any]] = []
     if arxiv or cats:
@@ -101,6 +100,8 @@ def _source(
 
 
 def _feeds() -> Feeds:
+    from assistant.feeds.model import Feeds
+
     return Feeds(state.store)
 
 
@@ -125,6 +126,8 @@ def add(
             "--s2-author ID, --s2-recommend or --rss URL"
         )
     extra = {k: v for k, v in {"max": maximum, "first_days": first_days}.items() if v is not None}
+    from assistant.feeds.model import check_spec
+
     spec = check_spec({"name": name, **source, **extra})
     _feeds().add(spec)
     console.print(
@@ -149,6 +152,8 @@ def edit(
     ] = False,
 ) -> None:
     """Change a feed's source or limits (what it brought so far is kept unless --reset)."""
+    from assistant.feeds.model import check_spec
+
     feeds = _feeds()
     spec = feeds.get(name)
     source = _source(arxiv, arxiv_category, hf_daily, s2_author, s2_recommend, rss)
@@ -213,18 +218,20 @@ def _bar(label: str) -> Iterator[tuple[Callable[[str, int | None], None], Callab
     if not err_console.is_terminal:
         yield (lambda _d, _t: None), (lambda _n: None)
         return
-    with _progress() as progress:
-        task = progress.add_task(label, total=None)
+    with progress() as bar:
+        task = bar.add_task(label, total=None)
 
         def describe(text: str, total: int | None) -> None:
-            progress.update(task, description=text, total=total, completed=0)
+            bar.update(task, description=text, total=total, completed=0)
 
-        yield describe, lambda n: progress.advance(task, n)
+        yield describe, lambda n: bar.advance(task, n)
 
 
 def run_fetch(names: list[str], plain: bool = False) -> list[FeedReport]:
     """Fetch feeds with a progress bar; print the per-feed table (or, `plain`, a line per
     feed for logs), notes and errors."""
+    from assistant.feeds.runner import fetch_feeds
+
     with _bar("fetching") as (describe, advance):
         reports = fetch_feeds(
             state.store,
@@ -298,6 +305,8 @@ class Missing(StrEnum):
 
 
 def run_enrich(missing: str, ids: list[str] | None, *, titles: bool, retry: bool) -> EnrichReport:
+    from assistant.feeds.enrich import EnrichReport, enrich
+
     if ids is not None and not ids:
         return EnrichReport()
     with _bar("enriching") as (describe, advance):
@@ -360,17 +369,17 @@ def _stage(number: int, text: str) -> None:
 def _tag(budget: float | None, llm_top: int | None) -> bool:
     """The tag stage: the configured engine on every paper missing an up-to-date assessment;
     True when some paper failed (it is tried again next run)."""
-    from assistant import cli_tag  # the 'triage tag' command's stage, as it runs there
+    from assistant.cli import tag  # the 'triage tag' command's stage, as it runs there
 
     settings = state.settings
     if not settings.agenda_path.exists():
         err_console.print(f"note: no agenda at {settings.agenda_path}: nothing is tagged")
         return False
     if not settings.llm_configured:
-        cli_tag.run_offline_tag(force=False, limit=None)
+        tag.run_offline_tag(force=False, limit=None)
         return False
     try:
-        cli_tag.run_llm_tag(
+        tag.run_llm_tag(
             model=settings.model or DEFAULT_MODEL,
             mode="tools",
             concurrency=8,
@@ -418,6 +427,12 @@ def daily(
 ) -> None:
     """The daily run: fetch, enrich, tag, digest. One at a time (a lock); a run killed half way
     is completed by the next. Progress on a terminal, a line per stage otherwise."""
+    from assistant.digest import build as build_digest
+    from assistant.digest import render as render_digest
+    from assistant.feeds.daily import RunRecord, check_email, daily_lock, send_email
+    from assistant.feeds.model import Feeds
+    from assistant.selection import Selection
+
     if email:
         check_email(state.settings)  # before the run, not after it
     store = state.store

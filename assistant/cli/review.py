@@ -7,9 +7,9 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from assistant.cli import app, console, state, user_errors
+from assistant.cli.shared import app, console, state, user_errors
 from assistant.errors import ConfigError, TriageError
-from assistant.models import Status
+from assistant.status import Status
 
 
 @app.command()

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assistant.cli import app, console, read_ids, state, subcommand, user_errors
+from assistant.cli.shared import app, console, read_ids, state, subcommand, user_errors
 from assistant.export import by_relevance
-from assistant.lists import ReadingLists
 from assistant.render import papers_table
+
+if TYPE_CHECKING:
+    from assistant.lists import ReadingLists
 
 list_app = typer.Typer(
     name="list",
@@ -35,6 +37,8 @@ Ids = Annotated[
 
 
 def _lists() -> ReadingLists:
+    from assistant.lists import ReadingLists
+
     return ReadingLists(state.store)
 
 

@@ -5,21 +5,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assistant.cli import _progress, app, console, err_console, state, user_errors
-from assistant.index import Row
-from assistant.models import Status
-from assistant.personal import load_features
-from assistant.personal.evaluate import EvalReport, Metrics, evaluate
-from assistant.personal.suggest import LOW_SCORE, suggest
+from assistant.cli.shared import app, console, err_console, progress, state, user_errors
+from assistant.defaults import LOW_SCORE
+from assistant.status import Status
+
+if TYPE_CHECKING:
+    from assistant.index import Row
+    from assistant.personal.evaluate import EvalReport, Metrics
 
 
 def _rows_and_topics() -> tuple[list[Row], list[str]]:
+    from assistant.index import Row
+
     store = state.store
     rows = [Row.from_metadata(pid, meta) for pid, meta in store.iter_metadata()]
     agenda = state.agenda() if state.settings.agenda_path.exists() else None
@@ -98,17 +101,20 @@ def eval_cmd(
 ) -> None:
     """Can I trust the scores? Agreement of the engine, the personal model and the blend with your
     decisions (P@10/20, average precision, ROC-AUC, WSS@95), per topic, with a calibration table."""
+    from assistant.personal import load_features
+    from assistant.personal.evaluate import evaluate
+
     rows, topics = _rows_and_topics()
     texts, notes = load_features(state.store)
     for note in notes:
         err_console.print(f"[dim]note: {escape(note)}[/dim]")
-    with _progress() as progress:
-        task = progress.add_task("cross-validating", total=None)
+    with progress() as bar:
+        task = bar.add_task("cross-validating", total=None)
         report = evaluate(
             texts,
             rows,
             topics,
-            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+            on_progress=lambda done, total: bar.update(task, completed=done, total=total),
             negative=_negative_topics(),
         )
     if as_json:
@@ -132,6 +138,9 @@ def suggest_agenda(
 ) -> None:
     """Suggest topics your agenda is missing, from accepted papers that every topic scored low.
     Prints agenda Markdown to paste into agenda.md; writes nothing."""
+    from assistant.personal import load_features
+    from assistant.personal.suggest import suggest
+
     rows, _ = _rows_and_topics()
     negative = _negative_topics()
     texts, notes = load_features(state.store)

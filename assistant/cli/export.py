@@ -6,21 +6,21 @@ import sys
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from assistant.agenda import Agenda
-from assistant.cli import app, err_console, state, user_errors
-from assistant.digest import MATCH
-from assistant.digest import build as build_digest
-from assistant.digest import render as render_digest
+from assistant.cli.shared import app, err_console, state, user_errors
+from assistant.defaults import MATCH
 from assistant.errors import TriageError
-from assistant.export import FORMATS, ExportContext, by_relevance, format_named, write_file
-from assistant.lists import ReadingLists
-from assistant.models import Status, StoredPaper
-from assistant.selection import Selection, parse_when
+from assistant.export import FORMATS, by_relevance, format_named, write_file
+from assistant.status import Status
+
+if TYPE_CHECKING:
+    from assistant.agenda import Agenda
+    from assistant.models import StoredPaper
+    from assistant.selection import Selection
 
 DEFAULT_QUERY_LIMIT = 50
 _FORMAT_HELP = "; ".join(f"{f.name}: {f.description}" for f in FORMATS.values())
@@ -110,12 +110,20 @@ def export(
     fmt: Annotated[
         str | None,
         typer.Option(
-            "--format", "-f", help=f"{_FORMAT_HELP}. Default: from -o's extension.", show_default=False
+            "--format",
+            "-f",
+            help=f"{_FORMAT_HELP}. Default: from -o's extension (-o refs.bib writes bib, which bibtex "
+            "and biber both read; add -f biblatex for the UTF-8 one).",
+            show_default=False,
         ),
     ] = None,
     output: OutputOption = None,
 ) -> None:
     """Export papers (a reading list or any filtered set) in a standard format."""
+    from assistant.export.common import ExportContext
+    from assistant.lists import ReadingLists
+    from assistant.selection import Selection, parse_when
+
     chosen = format_named(fmt, output)
     store = state.store
     lists = ReadingLists(store)
@@ -212,6 +220,10 @@ def digest(
 
     New means added to the store on or after the date and not decided yet.
     """
+    from assistant.digest import build as build_digest
+    from assistant.digest import render as render_digest
+    from assistant.selection import Selection, parse_when
+
     day: date = parse_when(since)
     agenda = optional_agenda()
     kept = Selection(statuses=(Status.NEW,))

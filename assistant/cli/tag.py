@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assistant.cli import _progress, app, console, err_console, state, user_errors
+from assistant.cli.shared import app, console, err_console, progress, state, user_errors
+from assistant.defaults import DEFAULT_MODEL
 from assistant.errors import ConfigError, TriageError
-from assistant.store import Store
-from assistant.triage.batch import TagReport, tag_offline
-from assistant.triage.examples import Examples
-from assistant.triage.llm import DEFAULT_MODEL, LLMEngine
 from assistant.triage.pricing import cost, price_for
-from assistant.triage.prompts import load_prompts
-from assistant.triage.runner import Plan, RunReport, plan_run, run_plan
+
+if TYPE_CHECKING:
+    from assistant.store import Store
+    from assistant.triage.batch import TagReport
+    from assistant.triage.examples import Examples
+    from assistant.triage.llm import LLMEngine
+    from assistant.triage.runner import Plan, RunReport
 
 
 class Engine(StrEnum):
@@ -34,17 +35,19 @@ class Mode(StrEnum):
 
 def run_offline_tag(force: bool, limit: int | None, rank_all: bool = False, write: bool = True) -> TagReport:
     """Assess with the offline engine, with a progress bar and a one-line summary."""
+    from assistant.triage.batch import tag_offline
+
     agenda = state.agenda()
     store = state.store
-    with _progress() as progress:
-        task = progress.add_task("assessing (offline)", total=None)
+    with progress() as bar:
+        task = bar.add_task("assessing (offline)", total=None)
         report = tag_offline(
             store,
             agenda,
             force=force,
             limit=limit,
-            on_selected=lambda n: progress.update(task, total=n),
-            on_progress=lambda n: progress.advance(task, n),
+            on_selected=lambda n: bar.update(task, total=n),
+            on_progress=lambda n: bar.advance(task, n),
             rank_all=rank_all,
             write=write,
         )
@@ -63,6 +66,8 @@ def run_offline_tag(force: bool, limit: int | None, rank_all: bool = False, writ
 
 def load_examples(store: Store, k: int) -> Examples | None:
     """The calibration examples for an LLM run (None for k = 0), with every paper's vector."""
+    from assistant.triage.examples import Examples
+
     if k <= 0:
         return None
     found = Examples.from_store(store, k)
@@ -129,6 +134,12 @@ def run_llm_tag(
     retry_failed: bool,
     examples: int = 0,
 ) -> RunReport | None:
+    import asyncio
+
+    from assistant.triage.llm import LLMEngine
+    from assistant.triage.prompts import load_prompts
+    from assistant.triage.runner import RunReport, plan_run, run_plan
+
     settings = state.settings
     agenda = state.agenda()
     prompts = load_prompts(settings.prompts)
@@ -185,12 +196,12 @@ def run_llm_tag(
         )
         return None
     report = RunReport(engine="llm", model=model, plan=plan)
-    with _progress("rate", "stats") as progress:
-        task = progress.add_task(f"assessing ({model})", total=plan.papers, rate="", stats="")
+    with progress("rate", "stats") as bar:
+        task = bar.add_task(f"assessing ({model})", total=plan.papers, rate="", stats="")
 
         def update(r: RunReport) -> None:
             rate = (r.done + r.failed) / r.seconds if r.seconds else 0.0
-            progress.update(
+            bar.update(
                 task,
                 completed=r.done + r.failed,
                 rate=f"{rate:.1f}/s" if rate else "",
@@ -198,7 +209,7 @@ def run_llm_tag(
             )
 
         def on_update(r: RunReport) -> None:
-            r.seconds = progress.tasks[0].elapsed or 0.0
+            r.seconds = bar.tasks[0].elapsed or 0.0
             update(r)
 
         try:

@@ -1,0 +1,269 @@
+"""`triage ingest`, `rm` and `split`: papers into the store, and out of it again."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from assistant.cli.shared import app, console, err_console, plural, progress, read_ids, state, user_errors
+from assistant.errors import TriageError
+from assistant.status import Status
+
+if TYPE_CHECKING:
+    from assistant.ingest import FileReport
+
+# The names `--format` takes: the keys of `assistant.ingest.PARSERS` (a test holds them equal),
+# spelled out here so that `--help` does not load the parsers.
+INGEST_FORMATS = ("json", "jsonl", "csl-json", "bibtex", "ris", "csv", "arxiv", "listing")
+NOTES_SHOWN = 10
+
+
+def run_ingest(paths: list[Path], fmt: str | None) -> list[FileReport]:
+    """Import files with a progress bar; print the per-file table and every skipped record."""
+    from assistant.ingest import ingest_files
+
+    store = state.store
+    with progress() as bar:
+        task = bar.add_task("importing", total=None)
+
+        def parsed(path: Path, n: int) -> None:
+            bar.update(task, description=f"importing {path.name}", total=n, completed=0)
+
+        reports = ingest_files(
+            store, paths, fmt, on_progress=lambda n: bar.advance(task, n), on_parsed=parsed
+        )
+    print_ingest(reports)
+    return reports
+
+
+def print_ingest(reports: list[FileReport]) -> None:
+    from assistant.render import ingest_table
+
+    console.print(ingest_table(reports))
+    for report in reports:
+        if report.error:
+            err_console.print(f"[red]error:[/red] {escape(str(report.error))}")
+        for problem in report.skipped:
+            err_console.print(f"[yellow]skipped:[/yellow] {escape(str(problem))}")
+        for note in report.notes[:NOTES_SHOWN]:
+            err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
+        if len(report.notes) > NOTES_SHOWN:
+            more = len(report.notes) - NOTES_SHOWN
+            err_console.print(f"[yellow]note:[/yellow] and {more} more fields cut to size")
+
+
+@app.command()
+@user_errors
+def ingest(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Files: JSON/JSONL, BibTeX, RIS, CSL-JSON, CSV, arXiv Atom XML, or a copied listing page.",
+            show_default=False,
+        ),
+    ] = None,
+    format: Annotated[
+        str | None, typer.Option("--format", "-f", help=f"Force the format: {', '.join(INGEST_FORMATS)}.")
+    ] = None,
+    arxiv: Annotated[
+        str | None, typer.Option("--arxiv", help='Query the arXiv API, e.g. "cat:cs.CL AND ti:adapter".')
+    ] = None,
+    arxiv_id: Annotated[
+        list[str] | None, typer.Option("--arxiv-id", help="Fetch these arXiv ids (repeat the option).")
+    ] = None,
+    maximum: Annotated[int, typer.Option("--max", min=1, help="At most this many arXiv results.")] = 100,
+    accept: Annotated[
+        bool,
+        typer.Option(
+            "--accept",
+            help="Mark every imported paper accepted: a reference manager's library (Zotero, a .bib) "
+            "becomes the personal model's starting profile.",
+        ),
+    ] = False,
+    list_name: Annotated[
+        str | None,
+        typer.Option("--list", "-l", help="File every imported paper into this reading list (made if new)."),
+    ] = None,
+    enrich: Annotated[
+        bool,
+        typer.Option(
+            "--enrich",
+            help="Fill in missing abstracts (and authors, venue, year, DOI) of the imported papers "
+            "from Semantic Scholar and arXiv, as 'triage enrich' does.",
+        ),
+    ] = False,
+) -> None:
+    """Import papers into the store; each paper is kept once (same arXiv id, DOI or title merge)."""
+    from assistant.ingest import ingest_arxiv, record_import
+    from assistant.ingest.arxiv import ArxivClient
+
+    if not files and not arxiv and not arxiv_id:
+        raise TriageError("nothing to import: name files, or use --arxiv QUERY / --arxiv-id ID")
+    reports = run_ingest(files or [], format) if files else []
+    if arxiv or arxiv_id:
+        settings = state.settings
+        client = ArxivClient(base_url=settings.arxiv_url, delay=settings.arxiv_delay)
+        with progress() as bar:
+            task = bar.add_task("querying arXiv", total=None)
+            report = ingest_arxiv(
+                state.store,
+                client,
+                arxiv,
+                arxiv_id,
+                maximum if arxiv else max(maximum, len(arxiv_id or [])),
+                on_progress=lambda n: bar.advance(task, n),
+            )
+        print_ingest([report])
+        reports.append(report)
+    record_import(state.store, reports)
+    imported = list(dict.fromkeys(pid for r in reports for pid in r.ids))
+    enrich_failed = False
+    if imported and enrich:
+        from assistant.cli.feeds import run_enrich
+
+        enrich_failed = bool(run_enrich("abstract", imported, titles=True, retry=False).errors)
+    if imported and accept:
+        # Your own decisions stand: only papers still undecided take the library's accept.
+        decided = {i.paper.id: i.decision.status for i in state.store.get_many(imported)}
+        undecided = [pid for pid in imported if decided.get(pid, Status.NEW) is Status.NEW]
+        kept = [pid for pid in imported if pid not in undecided and decided.get(pid) is not Status.ACCEPTED]
+        if undecided:
+            state.store.set_status(undecided, Status.ACCEPTED, seed=True)
+        console.print(
+            f"Marked {plural(len(undecided), 'paper')} accepted: the personal model learns from them "
+            "('triage ranked' and 'triage review' show the queue it makes)."
+        )
+        if kept:
+            err_console.print(
+                f"[yellow]note:[/yellow] {plural(len(kept), 'paper')} you had already decided otherwise "
+                f"kept your decision ({', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}); "
+                "'triage mark ID --accept' changes it"
+            )
+    if imported and list_name:
+        from assistant.lists import ReadingLists
+
+        lists = ReadingLists(state.store)
+        chosen = lists.create(list_name, exist_ok=True)
+        added = lists.add(chosen.name, imported)
+        console.print(f"Filed {plural(added, 'paper')} into the reading list {escape(chosen.name)!r}.")
+    new = sum(r.new for r in reports)
+    if new:
+        err_console.print(f"[dim]{plural(new, 'new paper')}: 'triage tag' assesses them for the queue.[/dim]")
+    if enrich_failed or any(not r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+@app.command()
+@user_errors
+def rm(
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="Paper ids ('-' reads ids or JSON lines from stdin).", show_default=False),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="Papers that came only from this file (its name, as 'triage show' lists sources).",
+        ),
+    ] = None,
+    last: Annotated[bool, typer.Option("--last-import", help="The papers the last import made.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before deleting.")] = False,
+) -> None:
+    """Delete papers from the store, with their decisions, notes and assessments.
+
+    Undo a wrong import with --last-import (only the papers it made: papers it merged into
+    were there before and stay), or name the file with --source."""
+    from assistant.ingest import last_import
+
+    store = state.store
+    chosen: list[str] = []
+    kept_elsewhere = 0
+    if ids:
+        chosen += read_ids(ids)
+    if source:
+        name = Path(source).name
+        for pid, meta in store.iter_metadata():
+            sources = [str(x) for x in meta.get("sources") or ()]
+            mine = [x for x in sources if x.split(":", 1)[-1] == name or x == source]
+            if mine and len(mine) == len(sources):
+                chosen.append(pid)
+            elif mine:
+                kept_elsewhere += 1
+    if last:
+        found = last_import(store)
+        if found is None:
+            raise TriageError(
+                "no import is recorded in this store (imports record what they made since this version)"
+            )
+        chosen += found[0]
+    if not (ids or source or last):
+        raise TriageError("nothing to delete: give paper ids, --source FILE or --last-import")
+    items = store.get_many(list(dict.fromkeys(chosen)))
+    if not items:
+        console.print("No such papers in the store: nothing deleted.")
+        return
+    decided = [i for i in items if i.decision.status is not Status.NEW or i.decision.note or i.decision.lists]
+    console.print(f"{plural(len(items), 'paper')} to delete:")
+    for item in items[:5]:
+        console.print(f"  {escape(item.paper.id)}  {escape(item.paper.title[:90])}")
+    if len(items) > 5:
+        console.print(f"  ... and {len(items) - 5} more")
+    if decided:
+        console.print(
+            f"[yellow]{plural(len(decided), 'paper')} of these carry your decision, note or lists.[/yellow]"
+        )
+    if kept_elsewhere:
+        console.print(
+            f"[dim]{plural(kept_elsewhere, 'paper')} from {escape(source or '')} also came from "
+            "other sources: kept.[/dim]"
+        )
+    if not yes:
+        if not sys.stdin.isatty():
+            raise TriageError("deleting needs confirmation: run it in a terminal, or add --yes")
+        if not typer.confirm("Delete them?", default=False):
+            console.print("Nothing deleted.")
+            return
+    removed = store.delete_papers([i.paper.id for i in items])
+    console.print(f"Deleted {plural(removed, 'paper')}.")
+    if last and removed:
+        store.set_value("last-import", None)
+
+
+@app.command()
+@user_errors
+def split(
+    paper_id: Annotated[str, typer.Argument(help="The paper a record was merged into.")],
+    number: Annotated[
+        int | None,
+        typer.Argument(
+            help="Which merged record, as 'triage show ID' numbers them (the only one if omitted)."
+        ),
+    ] = None,
+) -> None:
+    """Split a merged record off a paper: deduplication took it for this paper, and it is not.
+
+    The record becomes a paper of its own (undecided, to be tagged); the paper gets back what it
+    had without it. Decisions, notes and lists stay with the paper."""
+    store = state.store
+    log = store.merge_log(paper_id)
+    if number is None:
+        count = len(log.entries) if log is not None else 0
+        if count != 1:
+            if not count:
+                raise TriageError(f"nothing was merged into {paper_id}: there is nothing to split")
+            raise TriageError(
+                f"{paper_id} has {count} merged records: name one (1-{count}) as 'triage show' numbers them"
+            )
+        number = 1
+    kept, split_off = store.split(paper_id, number)
+    console.print(
+        f"Split {escape(split_off.title)} off as {split_off.id}; {kept.id} keeps {escape(kept.title)}."
+    )
+    console.print(
+        "[dim]'triage tag' assesses the new paper (and the old one again if its text changed).[/dim]"
+    )

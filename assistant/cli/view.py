@@ -1,0 +1,248 @@
+"""`triage ranked`, `show`, `search` and `stats`: reading the store and the queue."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from assistant.cli.shared import app, console, err_console, state, user_errors
+from assistant.errors import TriageError
+from assistant.render import papers_table, relevance_bar
+from assistant.status import Status
+
+if TYPE_CHECKING:
+    from assistant.models import StoredPaper
+    from assistant.personal import Ranking
+
+
+@app.command()
+@user_errors
+def search(
+    text: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    k: Annotated[int, typer.Option("-k", help="Number of results.", min=1)] = 10,
+    status: Annotated[Status | None, typer.Option(help="Only papers with this status.")] = None,
+) -> None:
+    """Semantic search over the store."""
+    where = {"status": status.value} if status else None
+    hits = state.store.search(text, k=k, where=where)
+    if not hits:
+        console.print(
+            "No papers match."
+            if state.store.count()
+            else "The store is empty: import papers with 'triage ingest FILE'."
+        )
+        return
+    console.print(
+        papers_table(
+            [h.item for h in hits],
+            f"Nearest to “{escape(text)}”",
+            [h.similarity for h in hits],
+            console.width,
+        )
+    )
+
+
+@app.command()
+@user_errors
+def stats() -> None:
+    """Counts of papers by status and assessment."""
+    store = state.store
+    table = Table(title=f"Store {escape(store.location)}", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    table.add_row("papers", str(store.count()))
+    for status, n in store.counts_by_status().items():
+        table.add_row(f"  {status.value}", str(n))
+    table.add_row("starred", str(store.count({"starred": True})))
+    table.add_row("assessed", str(store.count({"relevance": {"$gte": 0}})))
+    table.add_row("failed assessments", str(store.count({"failed": True})))
+    console.print(table)
+
+
+class RankSort(StrEnum):
+    RELEVANCE = "relevance"
+    UNCERTAIN = "uncertain"
+    DISAGREEMENT = "disagreement"
+
+
+def ranked_items(
+    top: int | None, sort: RankSort = RankSort.RELEVANCE, statuses: Sequence[Status] | None = None
+) -> tuple[list[StoredPaper], Ranking | None]:
+    """Assessed papers in the queue's order (the blend of the engine and the personal model),
+    and the ranking when there is one. `statuses` chooses which (all by default); the uncertain
+    and disagreement orders cover the papers with no decision yet."""
+    items = [
+        i for i in state.store.iter_all() if i.assessment and (not statuses or i.decision.status in statuses)
+    ]
+    personal = state.personal()
+    ranking = personal.ranking if personal else None
+
+    def relevance(i: StoredPaper) -> float:
+        return i.assessment.relevance if i.assessment else 0.0
+
+    if ranking is None or sort is RankSort.RELEVANCE:
+        if ranking is not None:
+            items.sort(key=lambda i: (-ranking.key(i.paper.id, relevance(i)), -(i.paper.year or 0)))
+        else:
+            items.sort(key=lambda i: (-relevance(i), -(i.paper.year or 0)))
+    else:
+        items = [i for i in items if i.decision.status is Status.NEW]
+        if sort is RankSort.UNCERTAIN:
+            items.sort(key=lambda i: (ranking.uncertain(i.paper.id), -relevance(i)))
+        else:
+            items.sort(key=lambda i: -abs(ranking.disagreement(i.paper.id)))
+    return (items[:top] if top else items), ranking
+
+
+SORT_TITLES = {
+    RankSort.RELEVANCE: "by relevance",
+    RankSort.UNCERTAIN: "the model is least sure of (deciding these teaches it most)",
+    RankSort.DISAGREEMENT: "where your model and the engine disagree most (↑ you like it more, ↓ less)",
+}
+
+
+@app.command()
+@user_errors
+def ranked(
+    top: Annotated[int, typer.Option("--top", "-n", min=1, help="How many papers.")] = 20,
+    sort: Annotated[
+        RankSort,
+        typer.Option(
+            help="relevance: the queue's order (the engine blended with what your decisions taught); "
+            "uncertain: undecided papers whose decision would teach the personal model most; "
+            "disagreement: undecided papers the model and the engine disagree on."
+        ),
+    ] = RankSort.RELEVANCE,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per line instead of a table.")
+    ] = False,
+    status: Annotated[
+        list[Status] | None,
+        typer.Option(
+            "--status",
+            help="Papers with this decision (repeatable). Default: new, the papers still to decide.",
+            show_default=False,
+        ),
+    ] = None,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Every assessed paper, decided or not, however many.")
+    ] = False,
+) -> None:
+    """Print the queue still to decide, ordered by relevance (with the personal model once it has
+    learned). Decided papers only with --status or --all."""
+    statuses = None if everything else (status or [Status.NEW])
+    items, ranking = ranked_items(None if everything else top, sort, statuses)
+    if sort is not RankSort.RELEVANCE and (ranking is None or ranking.model is None):
+        note = ranking.fit.note if ranking else "the personal model is not available"
+        err_console.print(f"[yellow]No personal model yet: papers come by relevance.[/yellow] {escape(note)}")
+        sort = RankSort.RELEVANCE
+    shown = {i.paper.id: ranking.score(i.paper.id) for i in items} if ranking and ranking.personal else None
+    if as_json:
+        for item in items:
+            record = json.loads(item.model_dump_json())
+            if shown is not None:
+                record["score"] = shown[item.paper.id]
+            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        return
+    if not items:
+        if not state.store.count(where={"relevance": {"$gte": 0.0}}):
+            console.print("No assessed papers yet: run 'triage tag'.")
+        else:
+            which = ", ".join(s.value for s in statuses) if statuses else "any"
+            console.print(f"No assessed papers with status {which}; --all shows every paper.")
+        return
+    stale = state.stale(items)
+    marks = (
+        {i.paper.id: "↑" if ranking.disagreement(i.paper.id) > 0 else "↓" for i in items}
+        if ranking is not None and sort is RankSort.DISAGREEMENT
+        else {}
+    )
+    which = (
+        ""
+        if statuses == [Status.NEW]
+        else f" ({', '.join(s.value for s in statuses)})"
+        if statuses
+        else " (all)"
+    )
+    title = f"{'All' if everything else 'Top'} {len(items)}{which} {SORT_TITLES[sort]}"
+    if shown is not None and sort is RankSort.RELEVANCE:
+        title += " (with what your decisions taught)"
+    console.print(papers_table(items, title, width=console.width, stale=stale, shown=shown, marks=marks))
+    if stale:
+        console.print(
+            f"[yellow]{len(stale)} of these were assessed before the agenda, prompts or paper "
+            "changed[/yellow] (marked 'stale'); 'triage tag' re-assesses them."
+        )
+
+
+@app.command()
+@user_errors
+def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage ranked' prints it.")]) -> None:
+    """Print one paper with its assessment and decision."""
+    item = state.store.get(paper_id)
+    if item is None:
+        raise TriageError(f"no paper with id {paper_id!r}; 'triage search TEXT' finds ids")
+    p, a, d = item.paper, item.assessment, item.decision
+    console.print(f"[bold]{escape(p.title)}[/bold]")
+    meta = [
+        ", ".join(p.authors[:8]) + (" et al." if len(p.authors) > 8 else ""),
+        str(p.year or ""),
+        p.venue or "",
+        " ".join(p.categories),
+    ]
+    console.print(escape(" · ".join(m for m in meta if m)))
+    if p.link:
+        console.print(f"[link={p.link}]{escape(p.link)}[/link]")
+    console.print(
+        f"id {p.id} · status {d.status.value}{' ★' if d.starred else ''} · sources {', '.join(p.sources)}"
+    )
+    if a:
+        console.print()
+        console.print(
+            "[bold]relevance[/bold] ",
+            relevance_bar(a.relevance),
+            f"  [dim]({a.engine}, {a.created_at:%Y-%m-%d %H:%M})[/dim]",
+        )
+        if state.stale([item]):
+            console.print(
+                "[yellow]stale:[/yellow] assessed before the agenda, prompts or paper changed; "
+                "'triage tag' re-assesses it"
+            )
+        console.print(f"[bold]summary[/bold] {escape(a.summary)}")
+        for t in a.topics:
+            console.print(f"  {t.score:>2}/10 [bold]{escape(t.topic)}[/bold]: {escape(t.reason)}")
+        console.print(f"[bold]tags[/bold] {escape(', '.join(a.tags))}")
+        personal = state.personal(quiet=True)
+        explanation = personal.ranking.explain(p.id) if personal else None
+        if explanation is not None and personal is not None and personal.ranking.personal:
+            console.print("[bold]your decisions[/bold] " + escape(explanation.lines()[0]))
+            for line in explanation.lines()[1:]:
+                console.print(f"  {escape(line)}")
+            console.print(f"  [dim]{escape(explanation.note)}[/dim]")
+        elif personal is not None:
+            console.print(f"[bold]your decisions[/bold] [dim]{escape(personal.ranking.fit.note)}[/dim]")
+    if d.tags:
+        console.print(f"[bold]your tags[/bold] {escape(', '.join(d.tags))}")
+    if item.failure:
+        console.print(f"[red]last LLM attempt failed:[/red] {escape(item.failure[1])}")
+    if d.note:
+        console.print(f"[bold]note[/bold] {escape(d.note)}")
+    log = state.store.merge_log(p.id)
+    if log is not None and log.entries:
+        console.print("[bold]merged records[/bold] (each can be split off: 'triage split ID N')")
+        for n, entry in enumerate(log.entries, start=1):
+            source = ", ".join(entry.record.sources) or "unknown source"
+            console.print(
+                f"  {n}. {escape(entry.record.title)} [dim]({escape(entry.record.id)}; {escape(entry.how)}; "
+                f"from {escape(source)}, {entry.at:%Y-%m-%d %H:%M})[/dim]"
+            )
+    if p.abstract:
+        console.print()
+        console.print(escape(p.abstract))
