@@ -38,6 +38,12 @@ def normalize_arxiv_id(value: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def is_arxiv_doi(doi: str | None) -> bool:
+    """arXiv's own DOI for a preprint (10.48550/arXiv.ID): it names the preprint, not the paper
+    a journal or conference publishes, which has a DOI of its own."""
+    return bool(doi) and bool(_ARXIV_DOI.match(str(doi).strip()))
+
+
 def normalize_doi(value: str | None) -> str | None:
     """Any DOI spelling (URL, `doi:` prefix, case) -> `10.xxxx/...` lowercased; None if none."""
     if not value:
@@ -336,6 +342,11 @@ class Paper(BaseModel):
         def union(a: list[str], b: list[str]) -> list[str]:
             return list(dict.fromkeys([*a, *b]))
 
+        # The published version's DOI names the paper; arXiv's DOI names its preprint, which
+        # the arXiv id still gives (and is taken from that DOI if nothing else gave it).
+        dois = sorted(filter(None, (self.doi, other.doi)), key=is_arxiv_doi)
+        preprint = next((normalize_arxiv_id(d) for d in dois if is_arxiv_doi(d)), None)
+
         authors = other.authors if len(other.authors) > len(self.authors) else self.authors
         first, second = (other, self) if authors is other.authors else (self, other)
         biblio = first.biblio or second.biblio
@@ -350,8 +361,8 @@ class Paper(BaseModel):
             date=richer(self.date, other.date),
             venue=richer(self.venue, other.venue),
             categories=union(self.categories, other.categories),
-            arxiv_id=self.arxiv_id or other.arxiv_id,
-            doi=self.doi or other.doi,
+            arxiv_id=self.arxiv_id or other.arxiv_id or preprint,
+            doi=dois[0] if dois else None,
             url=self.url or other.url,
             sources=union(self.sources, other.sources),
             extra={**other.extra, **self.extra},

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from assistant.ingest import FileReport, ingest_files, store_papers
 from assistant.models import Paper, Status
 from assistant.store import Store
@@ -83,6 +85,34 @@ def test_duplicates_inside_one_batch_are_merged(store: Store) -> None:
         Paper.create(title="Routing Dynamics in Mixture of Experts", arxiv_id="2405.00005v2"),
     )
     assert r.new == 1 and store.count() == 1
+
+
+PREPRINT_DOI, PUBLISHED_DOI = "10.48550/arXiv.2604.00007", "10.1162/tacl_a_00701"
+
+
+@pytest.mark.parametrize("preprint_first", [True, False])
+def test_the_publisher_doi_wins_over_the_arxiv_doi_whichever_comes_first(
+    store: Store, preprint_first: bool
+) -> None:
+    """A preprint from arXiv (with arXiv's DOI) and its published version (the journal's DOI) are
+    one paper: it keeps the publisher's DOI and the arXiv id, in either order of arrival."""
+    title = "Sparse Adapters for Low-Resource Machine Translation"
+    preprint = Paper.create(title=title, doi=PREPRINT_DOI, abstract=ABSTRACT)
+    published = Paper.create(title=title, doi=PUBLISHED_DOI, venue="TACL")
+    first, second = (preprint, published) if preprint_first else (published, preprint)
+    merged = first.merged_with(second)
+    assert (merged.doi, merged.arxiv_id) == (PUBLISHED_DOI, "2604.00007")
+    put(store, first)
+    put(store, second)
+    (item,) = list(store.iter_all())
+    assert (item.paper.doi, item.paper.arxiv_id, item.paper.venue) == (PUBLISHED_DOI, "2604.00007", "TACL")
+    # A record that names the preprint only by its arXiv DOI still gives its arXiv id.
+    bare = Paper(id="arxiv:2604.00007", title=title, doi=PREPRINT_DOI.lower())
+    for a, b in ((bare, published), (published, bare)):
+        assert (a.merged_with(b).doi, a.merged_with(b).arxiv_id) == (PUBLISHED_DOI, "2604.00007")
+    # Two publisher DOIs: the first stays, as before.
+    other = Paper.create(title=title, doi="10.1162/tacl_a_00999")
+    assert published.merged_with(other).doi == PUBLISHED_DOI
 
 
 def first_blocks(name: str, blocks: int, tmp_path: Path) -> Path:

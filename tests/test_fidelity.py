@@ -238,6 +238,54 @@ def test_math_stays_math_in_bib_and_reads_as_text_in_csl_and_ris() -> None:
     assert astro["title"] == "{Molecular H$_{2}$ in $\\Lambda$CDM Halos at $z \\sim 2$}"  # as the source
 
 
+@pytest.mark.parametrize(
+    ("math", "text"),
+    [
+        # An operator name keeps the space LaTeX puts between it and its operand...
+        ("$\\log n$", "log n"),
+        ("$O(n \\log n)$", "O(n log n)"),
+        ("$O(n\\log n)$", "O(n log n)"),
+        ("$\\sin x$", "sin x"),
+        ("$\\sin\\theta$", "sin θ"),
+        ("$\\log\\log n$", "log log n"),
+        ("$\\exp{x}$", "exp x"),
+        ("$\\det A$", "det A"),
+        ("$\\max_i x_i$", "max_i x_i"),
+        ("$\\min_{x} f$", "minₓ f"),
+        ("$\\log_2 n$", "log₂ n"),
+        ("$\\sin^2 x$", "sin² x"),
+        # ...and none before a parenthesis, where LaTeX puts none.
+        ("$\\log(n)$", "log(n)"),
+        ("$\\max\\{a, b\\}$", "max{a, b}"),
+        # A relation or binary operator keeps the space the source put after it.
+        ("$x \\in X$", "x ∈ X"),
+        ("$n \\to \\infty$", "n → ∞"),
+        ("$a\\cdot b$", "a·b"),
+        ("$t \\in\\{0, 1\\}$", "t ∈ {0, 1}"),
+        # No space where LaTeX has none; a symbol with a script is kept, not dropped.
+        ("$\\alpha_i$", "α_i"),
+        ("$\\alpha x$", "αx"),
+        ("$\\alpha _i$", "α_i"),
+        ("$\\sigma_n$", "σₙ"),
+        ("$\\lambda_{max}$", "λₘₐₓ"),
+        ("$\\{0, 1\\}^n$", "{0, 1}ⁿ"),
+        ("H$_2$O", "H₂O"),
+    ],
+)
+def test_math_as_text_keeps_the_spaces_latex_prints(math: str, text: str) -> None:
+    assert readable(math) == text
+
+
+def test_operator_spacing_in_csl_json_and_ris_exports() -> None:
+    paper = Paper.create(title="Sorting in $O(n \\log n)$ time", abstract="We bound $\\sin x$ by $x$.")
+    items = [StoredPaper(paper=paper)]
+    (csl,) = json.loads(render("csl-json", items, ExportContext()))
+    assert csl["title"] == 'Sorting in <span class="nocase">O(n log n)</span> time'
+    assert csl["abstract"] == "We bound sin x by x."
+    ris = render("ris", items, ExportContext())
+    assert "TI  - Sorting in O(n log n) time" in ris and "AB  - We bound sin x by x." in ris
+
+
 def test_structured_names_from_every_source_to_every_export() -> None:
     astro = bib_entries(export("astro.bib", "bib"))
     assert astro["2010ARA&A..48..431P"]["author"].startswith("{Portegies Zwart}, Simon F. and McMillan,")

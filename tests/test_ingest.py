@@ -171,6 +171,67 @@ def test_oversized_fields_are_cut_with_a_note(tmp_path: Path, embedded_settings:
     assert "blob" not in stored.paper.extra
 
 
+def test_the_source_record_is_capped_too_with_a_note(tmp_path: Path, embedded_settings: Settings) -> None:
+    """The reference manager's record kept beside the paper (item type, names, keywords, every
+    other field) is cut like the paper's own fields: a hostile .bib, .ris or CSL-JSON file
+    cannot store a 1 MB field, 6,000 authors or 3,000 fields whole."""
+    big, many = "x" * 1_000_000, 6_000
+    bib = tmp_path / "hostile.bib"
+    bib.write_text(
+        "@article{k,\n title = {A hostile BibTeX record},\n"
+        + f" author = {{{' and '.join(f'Last{i}, First' for i in range(many))}}},\n"
+        + f" keywords = {{{', '.join(f'kw{i}' for i in range(many))}}},\n"
+        + "".join(f" field{i} = {{value {i}}},\n" for i in range(3_000))
+        + f" volume = {{{big}}},\n huge = {{{big}}},\n note = {{{big}}}\n}}\n",
+        encoding="utf-8",
+    )
+    ris = tmp_path / "hostile.ris"
+    ris.write_text(
+        "TY  - JOUR\nTI  - A hostile RIS record\n"
+        + "".join(f"AU  - Last{i}, First\n" for i in range(many))
+        + "".join(f"KW  - kw{i}\n" for i in range(many))
+        + f"VL  - {big}\nN1  - {big}\nER  - \n",
+        encoding="utf-8",
+    )
+    item = {
+        "id": "h",
+        "type": "t" * 100_000,
+        "title": "A hostile CSL-JSON item",
+        "URL": "https://example.org/h",
+        "author": [{"family": f"F{i}", "given": "G"} for i in range(many)],
+        "editor": [{"family": "E" * 1_000}],
+        "translator": [{"family": "T" * 1_000}] * 1_000,
+        "keyword": "k" * 1_000,
+        **{f"var{i}": f"value {i}" for i in range(3_000)},
+    }
+    csl = tmp_path / "hostile.json"
+    csl.write_text(json.dumps([item]), encoding="utf-8")
+    store = Store.open(embedded_settings)
+    reports = ingest_files(store, [bib, ris, csl])
+    for report in reports:
+        assert report.new == 1 and not report.skipped and report.error is None
+        stored = store.get(report.ids[0])
+        assert stored is not None and stored.paper.biblio is not None
+        biblio = stored.paper.biblio
+        assert len(biblio.model_dump_json()) < 1_000_000, report.path
+        assert len(biblio.authors) <= 5_000 and len(biblio.keywords) <= 200
+        assert all(len("".join(p.model_dump().values())) <= 300 for p in [*biblio.authors, *biblio.editors])
+        assert len(biblio.type) <= 100 and len(biblio.source_type) <= 100
+        assert all(len(v) <= 20_000 for v in biblio.fields.values())
+        assert len(json.dumps([biblio.fields, biblio.source_fields])) <= 64_000
+        assert any("biblio.authors: 6,000 kept as 5,000" in n for n in report.notes), report.notes
+    bib_notes, ris_notes, csl_notes = (" | ".join(r.notes) for r in reports)
+    assert "biblio.keywords: 6,000 kept as 200" in bib_notes
+    assert "biblio.fields longer than their cap cut: volume, note" in bib_notes
+    assert "biblio fields dropped for size: source_fields.huge" in bib_notes
+    assert "biblio.fields longer than their cap cut: note, volume" in ris_notes
+    assert "biblio.type cut from 100,000 to 100 characters" in csl_notes
+    assert "biblio.authors longer than 300 characters cut" not in csl_notes  # the count says it
+    assert "biblio.editors longer than 300 characters cut" in csl_notes
+    assert "biblio.keywords longer than 100 characters cut" in csl_notes
+    assert "biblio fields dropped for size: source_fields.translator" in csl_notes
+
+
 def test_the_progress_moves_as_papers_are_embedded(tmp_path: Path, embedded_settings: Settings) -> None:
     """The bar used to move once per 256-paper chunk (sitting at 0 while the first was embedded):
     it now moves with the embedder's batches, and ends at the number of records."""

@@ -108,7 +108,12 @@ _GREEK = (
     "varpi rho varrho sigma varsigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi "
     "Pi Sigma Upsilon Phi Psi Omega"
 )
-_MATH_COMMANDS = frozenset(
+# Operator names (`\\log`, `\\sin`, ...): upright words, as LaTeX's kernel defines them.
+_OPERATORS = frozenset(
+    "log lg ln exp sin cos tan cot sec csc sinh cosh tanh coth arcsin arccos arctan min max lim "
+    "liminf limsup sup inf det arg deg dim gcd hom ker Pr".split()
+)
+_MATH_COMMANDS = _OPERATORS | frozenset(
     (
         _GREEK + " mathrm mathbf mathit mathcal mathsf mathtt text textrm textit textbf operatorname "
         "frac sqrt cdot cdots ldots dots times div pm mp leq geq le ge neq ne approx sim simeq equiv "
@@ -129,6 +134,16 @@ _TEXT_COMMANDS = frozenset(
     "textasciitilde textasciicircum textbraceleft textbraceright textless textgreater textbar "
     "ldots dots ensuremath mbox url LaTeX TeX BibTeX relax space nobreakspace".split()
 )
+# Relations and binary operators LaTeX sets with space around them: as text they are spaced as
+# the source spaced them (`x \\in X` -> `x ∈ X`, `a\\cdot b` -> `a·b`).
+_SPACED = frozenset(
+    "leq geq le ge neq ne approx sim simeq equiv propto to rightarrow leftarrow leftrightarrow "
+    "Rightarrow Leftarrow mapsto in notin subset subseteq supset mid parallel perp lesssim gtrsim ll "
+    "gg cdot times div cup cap setminus wedge vee oplus otimes odot".split()
+)
+_OPENING = frozenset("left langle lfloor lceil big Big bigl".split())  # no space before these
+_WORD = re.compile(r"\\(?:([A-Za-z]+)(\s*)|.)", re.DOTALL)
+_BRACE = {"\\{": "\x05", "\\}": "\x06"}
 _TO_TEXT = LatexNodes2Text(math_mode="text", strict_latex_spaces=False)
 _SUB = str.maketrans("0123456789+-=()aeoxhklmnpst", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₒₓₕₖₗₘₙₚₛₜ")
 _SUP = str.maketrans("0123456789+-=()in", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁱⁿ")
@@ -244,14 +259,45 @@ def _script(match: re.Match[str]) -> str:
     return kind + body  # no Unicode sub/superscript for every character: keep the plain mark
 
 
+def _word(match: re.Match[str]) -> str:
+    """A control word as TeX ends it, made explicit for the text conversion, where a space after
+    it would be lost and a letter would join its name."""
+    name = match.group(1)
+    if name is None:  # a control symbol, `\\{`
+        return match.group(0)
+    text = match.string
+    before, after = text[match.start() - 1 : match.start()], text[match.end() : match.end() + 1]
+    if name in _OPERATORS:
+        # Spaced from an operand on either side, as LaTeX prints it: `n\\log n` -> `n log n`,
+        # `\\sin\\theta` -> `sin θ`; not from a parenthesis: `\\log(n)` -> `log(n)`.
+        command = re.match(r"\\([A-Za-z]+)", text[match.end() :])
+        operand = after.isalnum() or after == "{" or bool(command and command.group(1) not in _OPENING)
+        previous = re.search(r"\\([A-Za-z]+)$", text[: match.start()])  # `\\log\\log`: one space
+        lead = (before.isalnum() or before in (")", "]", "}")) and not (
+            previous and previous.group(1) in _OPERATORS
+        )
+        return (" " if lead else "") + name + (" " if operand else "")
+    if name in _SPACED and before.isspace() and after:
+        return f"\\{name}{{}} "  # spaced as the source spaced it: `x \\in X`, but `a\\cdot b`
+    if after in ("_", "^") or (after.isalpha() and not after.isascii()):
+        return f"\\{name}{{}}"  # `\\sigma_n`: `_n` becomes `ₙ`, a letter that would join the name
+    return match.group(0)
+
+
 def math_text(body: str) -> str:
-    """The inside of a math span as readable Unicode: `_2` -> `₂`, `\\lambda` -> `λ`."""
-    body = _SCRIPT.sub(_script, body)
+    """The inside of a math span as readable Unicode: `_2` -> `₂`, `\\lambda` -> `λ`, `\\log n`
+    -> `log n` (an operator name keeps the space LaTeX prints after it)."""
+    for brace, mark in _BRACE.items():  # literal braces stay; grouping braces go
+        body = body.replace(brace, mark)
+    body = _SCRIPT.sub(_script, _WORD.sub(_word, body))
     try:
         text = str(_TO_TEXT.latex_to_text(body))
     except Exception:  # pylatexenc gives up on some damaged input; keep the text then
         text = body
-    return text.replace("{", "").replace("}", "")
+    text = text.replace("{", "").replace("}", "")
+    for brace, mark in _BRACE.items():
+        text = text.replace(mark, brace[1])
+    return text
 
 
 def readable(text: str) -> str:

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz
 
-from assistant.models import Paper, normalize_title
+from assistant.models import Paper, is_arxiv_doi, normalize_title
 from assistant.store import Store, title_keys
 
-ARXIV_DOI_PREFIX = "10.48550/arxiv."
 FUZZY_THRESHOLD = 95.0
 MIN_FUZZY_LENGTH = 24
 
@@ -41,12 +40,6 @@ _ROMAN = frozenset({"ii", "iii", "iv", "vi", "vii", "viii", "ix", "xi", "xii", "
 def title_numbers(key: str) -> list[str]:
     """The numbers in a normalised title: digits (years, versions, parts) and roman numerals."""
     return sorted([str(int(n)) for n in re.findall(r"\d+", key)] + [w for w in key.split() if w in _ROMAN])
-
-
-def is_arxiv_doi(doi: str | None) -> bool:
-    """arXiv's own DOI for a preprint (10.48550/arXiv.ID): it names the preprint, not the paper
-    a journal or conference publishes, which has a DOI of its own."""
-    return bool(doi) and str(doi).lower().startswith(ARXIV_DOI_PREFIX)
 
 
 def conflict(a: Known | Paper, p: Known | Paper) -> bool:

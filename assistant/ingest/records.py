@@ -8,7 +8,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from assistant.ingest import limits
 from assistant.models import Biblio, Paper, Person, clean_block, clean_text
 
 KNOWN_FIELDS = (
@@ -110,13 +109,14 @@ def _date(value: Any) -> str | None:
 
 
 def _clean_person(person: Person) -> Person | None:
-    values = {k: clean_text(v)[: limits.NAME] for k, v in person.model_dump().items() if v}
+    values = {k: clean_text(v) for k, v in person.model_dump().items() if v}
     cleaned = Person(**values)
     return cleaned if cleaned.display else None
 
 
 def _biblio(value: Any) -> Biblio | None:
-    """The source's bibliographic record (a Biblio or its dict), cleaned and within size."""
+    """The source's bibliographic record (a Biblio or its dict), cleaned (`limits.cap_fields`
+    cuts it to size when it is stored, and says what it cut)."""
     if value is None or value == {}:
         return None
     try:
@@ -129,15 +129,13 @@ def _biblio(value: Any) -> Biblio | None:
     for name, text in biblio.fields.items():
         cleaned = clean_block(str(text)) if name in _BLOCK_FIELDS else clean_text(str(text))
         if cleaned:
-            fields[name] = cleaned[: limits.ABSTRACT if name in _BLOCK_FIELDS else limits.SHORT_FIELD]
+            fields[name] = cleaned
     return biblio.model_copy(
         update={
-            "authors": [p for p in map(_clean_person, biblio.authors[: limits.AUTHORS]) if p],
-            "editors": [p for p in map(_clean_person, biblio.editors[: limits.AUTHORS]) if p],
+            "authors": [p for p in map(_clean_person, biblio.authors) if p],
+            "editors": [p for p in map(_clean_person, biblio.editors) if p],
             "fields": fields,
-            "keywords": [k for k in (clean_text(k)[: limits.CATEGORY] for k in biblio.keywords) if k][
-                : limits.CATEGORIES
-            ],
+            "keywords": [k for k in map(clean_text, biblio.keywords) if k],
         }
     )
 
