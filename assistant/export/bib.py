@@ -126,15 +126,8 @@ def escape(text: str, utf8: bool = False) -> str:
 def escape_title(title: str, utf8: bool = False) -> str:
     """Escaped, with words that have an inner capital (`BERT`, `LoRA`, `GPT-4`, `H$_2$O`) kept from
     lowercasing; a math span is one word, whatever spaces it holds."""
-    text = one_line(title)
-    masked = list(text)
-    for start, end in latex.math_spans(text):
-        for i in range(start, end):
-            if masked[i] == " ":
-                masked[i] = "\x04"
     out = []
-    for token in "".join(masked).split(" "):
-        word = token.replace("\x04", " ")
+    for word in latex.math_words(one_line(title)):
         shape = word
         for start, end in reversed(latex.math_spans(word)):
             shape = shape[:start] + "x" + shape[end:]

@@ -320,16 +320,19 @@ def readable_title(text: str) -> str:
     (`<span class="nocase">H₂O</span>`, CSL's rich-text markup, which citeproc and Zotero read)."""
     if "$" not in text:
         return text
-    spans = math_spans(text)
-    if not spans:
+    if not math_spans(text):
         return text
+    return " ".join(
+        f'<span class="nocase">{readable(word)}</span>' if math_spans(word) else word
+        for word in math_words(text)
+    )
+
+
+def math_words(text: str) -> list[str]:
+    """The text split at its spaces, a math span counting as one word whatever spaces it holds."""
     masked = list(text)
-    for start, end in spans:
+    for start, end in math_spans(text):
         for i in range(start, end):
             if masked[i] == " ":
                 masked[i] = "\x04"
-    out = []
-    for token in "".join(masked).split(" "):
-        word = token.replace("\x04", " ")
-        out.append(f'<span class="nocase">{readable(word)}</span>' if math_spans(word) else word)
-    return " ".join(out)
+    return [token.replace("\x04", " ") for token in "".join(masked).split(" ")]
