@@ -108,6 +108,23 @@ def test_format_is_detected_by_content(tmp_path: Path) -> None:
     assert detect_format(tmp_path / "x.dat", '[{"title": "a"}]') == "json"
 
 
+def test_a_json_document_with_one_record_per_line_is_json_not_json_lines(tmp_path: Path) -> None:
+    """Semantic Scholar's API answers ({"data": [...]}, {"recommendedPapers": [...]}) often come
+    saved with a record per line: every record is read, none is skipped as a bad line."""
+    records = [{"paperId": f"p{i}", "title": f"Paper number {i}", "abstract": "Text."} for i in range(3)]
+    for key in ("data", "recommendedPapers"):
+        text = f'{{"{key}": [\n' + ",\n".join(json.dumps(r) for r in records) + "\n]}\n"
+        path = tmp_path / f"{key}.json"
+        path.write_text(text, encoding="utf-8")
+        assert detect_format(path, text) == "json"
+        fmt, result = parse_file(path)
+        assert fmt == "json"
+        assert [p.title for p in result.papers] == [r["title"] for r in records]
+        assert not result.errors
+    # A file named .jsonl stays JSON Lines, whatever it holds.
+    assert detect_format(tmp_path / "x.jsonl", '{"title": "a"}') == "jsonl"
+
+
 def test_ingest_files_reports_per_file_and_skips_bad_files(
     tmp_path: Path, embedded_settings: Settings
 ) -> None:

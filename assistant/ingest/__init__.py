@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,15 +72,27 @@ class FileReport:
         return self.error is None and not self.skipped
 
 
+def _one_document(body: str) -> bool:
+    """Whether the text is a single JSON document (an object whose records sit one per line
+    is JSON, not JSON Lines)."""
+    try:
+        json.loads(body)
+    except ValueError:
+        return False
+    return True
+
+
 def detect_format(path: Path, text: str) -> str:
     """The format of a file, from its content first and its name second."""
     body = text.lstrip("\ufeff \t\r\n")
     head = body[:1]
     if head in ("[", "{"):
-        lines = [ln for ln in body.splitlines()[:3] if ln.strip()]
-        if head == "{" and len(lines) > 1 and lines[1].lstrip().startswith("{"):
+        if _SUFFIXES.get(path.suffix.lower()) == "jsonl":
             return "jsonl"
-        return "jsonl" if _SUFFIXES.get(path.suffix.lower()) == "jsonl" else "json"
+        lines = [ln for ln in body.splitlines()[:3] if ln.strip()]
+        if head == "{" and len(lines) > 1 and lines[1].lstrip().startswith("{") and not _one_document(body):
+            return "jsonl"
+        return "json"
     if head == "@" or "\n@" in body[:5000] and path.suffix.lower() in (".bib", ".bibtex", ".txt", ""):
         return "bibtex"
     if looks_like_ris(body):

@@ -15,7 +15,7 @@ from assistant.ingest.csljson import convert
 from assistant.ingest.records import RecordError, record_to_paper
 from assistant.ingest.restore import RestoreResult, is_full_record, parse_full_record
 
-_LIST_KEYS = ("papers", "items", "records", "data", "results")
+_LIST_KEYS = ("papers", "items", "records", "data", "results", "recommendedPapers")
 
 
 def _add(result: RestoreResult, record: Any, source: str) -> None:
