@@ -166,6 +166,20 @@ def test_bibtex_escapes_and_latex_mixed(tmp_path: Path) -> None:
     assert p.abstract == "We gain 5% with tiny models — cheaply."
 
 
+def test_bibtex_accents_outside_braces_in_names(tmp_path: Path) -> None:
+    """`Espa\\~na` is España, not "Espa na": the tilde of an accent is not a tie."""
+    bib = tmp_path / "names.bib"
+    bib.write_text(
+        "@article{a, title={T}, author={Pe{\\~n}a, Jos{\\'e} and Espa\\~na, Ana and "
+        "Mu\\~{n}oz, Luis and Ng\\~{u}y\\^{e}n, V. and G\\\"odel, Kurt and Garc\\'\\i a, M.}}\n",
+        encoding="utf-8",
+    )
+    (p,) = parse_file(bib)[1].papers
+    assert p.authors == ["José Peña", "Ana España", "Luis Muñoz", "V. Ngũyên", "Kurt Gödel", "M. García"]
+    assert p.biblio is not None
+    assert [a.family for a in p.biblio.authors] == ["Peña", "España", "Muñoz", "Ngũyên", "Gödel", "García"]
+
+
 def test_bibtex_keeps_escaped_braces_and_carets(tmp_path: Path) -> None:
     path = tmp_path / "special.bib"
     path.write_text(

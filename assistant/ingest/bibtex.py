@@ -145,10 +145,16 @@ def _decode_block(value: str) -> str:
     return "\n\n".join(_decode(p) for p in re.split(r"\n\s*\n", value.strip()))
 
 
+# An accent command outside braces (`Espa\~na`, `Mu\~{n}oz`, `Ng\^{e}n`): BibTeX's name
+# splitting reads its `~` as a tie (a space) and its letter as another word.
+_BARE_ACCENT = re.compile(r"(?<!\{)(\\[`'^\"~=.])\s*(\{\\?[A-Za-z]\}|\\[ij](?![A-Za-z]) ?|[A-Za-z])")
+
+
 def person(raw: str) -> dict[str, str] | None:
     """One BibTeX name in parts (bibtexparser splits it as BibTeX does); None for `others`."""
     if raw.strip().lower() == "others":
         return None
+    raw = _BARE_ACCENT.sub(lambda m: "{" + m.group(1) + m.group(2) + "}", raw)
     try:
         parts = parse_single_name_into_parts(raw, strict=False)
     except Exception:  # a name bibtexparser cannot split: keep it whole
