@@ -139,6 +139,32 @@ def test_ranked_shows_the_papers_still_to_decide_unless_asked(isolated: Path) ->
     )
 
 
+def test_rm_last_import_means_the_very_last_one_and_names_it(tmp_path: Path) -> None:
+    """An import that made nothing new is still the last import: `rm --last-import` says so
+    instead of reaching back to an older one (which would delete papers the researcher
+    meant to keep). Unknown ids are named, and deleting nothing is an error."""
+    store = tmp_path / "store"
+    good = write_lines(tmp_path / "good.jsonl", [json.dumps(r) for r in sample_records(4)])
+
+    def triage(*args: str):  # type: ignore[no-untyped-def]
+        return runner.invoke(app, ["--store", str(store), *args], env={"COLUMNS": "160"})
+
+    assert triage("ingest", str(good)).exit_code == 0
+    again = write_lines(tmp_path / "again.jsonl", [json.dumps(r) for r in sample_records(2)])
+    assert triage("ingest", str(again)).exit_code == 0  # merges only
+    nothing = triage("rm", "--last-import", "--yes")
+    assert nothing.exit_code == 1 and "again.jsonl" in nothing.output and "made no new papers" in nothing.output
+    assert len(triage("export", "-f", "jsonl").stdout.splitlines()) == 4
+    missing = triage("rm", "arxiv:9999.99999", "--yes")
+    assert missing.exit_code == 1 and "arxiv:9999.99999" in missing.output
+    # The demo is an import too: its sample comes back out with --last-import.
+    demo = triage("demo")
+    assert demo.exit_code == 0 and "already held 4 papers" in demo.output
+    undone = triage("rm", "--last-import", "--yes")
+    assert undone.exit_code == 0 and "sample_papers.jsonl" in undone.output
+    assert len(triage("export", "-f", "jsonl").stdout.splitlines()) == 4
+
+
 def test_rm_deletes_papers_and_undoes_the_last_import(tmp_path: Path) -> None:
     """A wrong file imported: `rm --last-import` takes back what it made (not the papers it
     merged into); `rm --source` and ids delete too; nothing goes without a confirmation."""

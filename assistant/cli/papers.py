@@ -200,13 +200,29 @@ def rm(
             raise TriageError(
                 "no import is recorded in this store (imports record what they made since this version)"
             )
-        chosen += found[0]
+        made, files, when = found
+        what = f"the last import ({', '.join(Path(f).name for f in files) or 'no file'}, {_when(when)})"
+        if not made:
+            raise TriageError(
+                f"{what} made no new papers (it merged into papers already there): nothing to delete"
+            )
+        console.print(f"{what[0].upper()}{what[1:]} made {plural(len(made), 'paper')}.")
+        chosen += made
     if not (ids or source or last):
         raise TriageError("nothing to delete: give paper ids, --source FILE or --last-import")
     items = store.get_many(list(dict.fromkeys(chosen)))
+    unknown = [pid for pid in read_ids(ids) if pid not in {i.paper.id for i in items}] if ids else []
+    if unknown:
+        err_console.print(
+            f"[yellow]Not in the store: {escape(', '.join(unknown[:5]))}"
+            f"{f' and {len(unknown) - 5} more' if len(unknown) > 5 else ''}.[/yellow]"
+        )
     if not items:
-        console.print("No such papers in the store: nothing deleted.")
-        return
+        raise TriageError(
+            f"no paper came only from {source}: nothing deleted"
+            if source and not ids and not last
+            else "no such papers in the store: nothing deleted"
+        )
     decided = [i for i in items if i.decision.status is not Status.NEW or i.decision.note or i.decision.lists]
     console.print(f"{plural(len(items), 'paper')} to delete:")
     for item in items[:5]:
@@ -232,6 +248,12 @@ def rm(
     console.print(f"Deleted {plural(removed, 'paper')}.")
     if last and removed:
         store.set_value("last-import", None)
+
+
+def _when(stamp: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else "when unknown"
 
 
 @app.command()

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from assistant import __version__
-from assistant.cli.shared import app, console, err_console, state, user_errors
+from assistant.cli.shared import app, console, err_console, plural, state, user_errors
 from assistant.defaults import default_config_path
 from assistant.errors import TriageError
 from assistant.render import papers_table
@@ -77,6 +77,7 @@ def demo(
     from assistant.cli import tag
     from assistant.cli.papers import run_ingest
     from assistant.cli.view import ranked_items
+    from assistant.ingest import record_import
 
     settings = state.settings
     if not settings.agenda_path.exists():
@@ -86,8 +87,15 @@ def demo(
             f"Wrote the example agenda to {settings.agenda_path} (edit it to make the ranking yours)."
         )
     sample = resources.files("assistant") / "data" / "sample_papers.jsonl"
+    before = state.store.count()
     with resources.as_file(sample) as path:
-        run_ingest([path], "jsonl")
+        reports = run_ingest([path], "jsonl")
+    record_import(state.store, reports)
+    if before:
+        console.print(
+            f"[yellow]The sample went into a store that already held {plural(before, 'paper')}: "
+            "'triage rm --last-import' takes it back out.[/yellow]"
+        )
     tag.run_offline_tag(force=False, limit=None)
     console.print(
         papers_table(ranked_items(top)[0], f"Top {top} by relevance (offline engine)", width=console.width)

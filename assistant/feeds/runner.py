@@ -140,7 +140,5 @@ def fetch_feeds(
         if context is None:
             ctx.close()
         # `triage rm --last-import` undoes what this fetch made
-        made = [FileReport(path=f"feed {r.name}", created=r.created) for r in reports if r.created]
-        if made:
-            record_import(store, made)
+        record_import(store, [FileReport(path=f"feed {r.name}", created=r.created) for r in reports])
     return reports

@@ -264,13 +264,13 @@ LAST_IMPORT = "last-import"
 
 
 def record_import(store: Store, reports: list[FileReport]) -> None:
-    """Remember which papers this import made, for `triage rm --last-import`."""
-    created = [pid for r in reports for pid in r.created]
-    if created:
-        store.set_value(
-            LAST_IMPORT,
-            {"at": time.time(), "files": [r.path for r in reports if r.created], "created": created},
-        )
+    """Remember which papers this import made, for `triage rm --last-import`: every import
+    is recorded, one that made nothing too, so `--last-import` never reaches back past it."""
+    created = list(dict.fromkeys(pid for r in reports for pid in r.created))
+    if not created and all(r.error is not None for r in reports):
+        return  # nothing was read or stored: not an import to undo (and no write to a failing store)
+    files = [str(r.path) for r in reports]
+    store.set_value(LAST_IMPORT, {"at": time.time(), "files": files, "created": created})
 
 
 def last_import(store: Store) -> tuple[list[str], list[str], float] | None:
