@@ -98,6 +98,11 @@ def compile_biblatex(bib: Path, workdir: Path) -> Report:
                 target.append(text)
             else:
                 report.warnings.add(text)
+    return _finish(latex, workdir, report)
+
+
+def _finish(latex: list[str], workdir: Path, report: Report) -> Report:
+    """The two last LaTeX runs after the bibliography tool, and what they said."""
     _run(latex, workdir)
     _run(latex, workdir)
     report.log = (workdir / "doc.log").read_text(encoding="utf-8", errors="replace")
@@ -126,13 +131,7 @@ def compile_bibtex(bib: Path, workdir: Path, style: str) -> Report:
             report.warnings.add("bibtex: " + _normal(line))
         elif re.search(r"error message|I was expecting|I'm skipping|Illegal", line):
             report.errors.append("bibtex: " + line)
-    _run(latex, workdir)
-    _run(latex, workdir)
-    report.log = (workdir / "doc.log").read_text(encoding="utf-8", errors="replace")
-    _latex_messages(report.log, report)
-    bbl = workdir / "doc.bbl"
-    report.bbl = bbl.read_text(encoding="utf-8", errors="replace") if bbl.exists() else ""
-    return report
+    return _finish(latex, workdir, report)
 
 
 def pandoc_citeproc(csl_json: Path, workdir: Path) -> str:
