@@ -183,8 +183,8 @@ def rm(
     store = state.store
     chosen: list[str] = []
     kept_elsewhere = 0
-    if ids:
-        chosen += read_ids(ids)
+    asked = read_ids(ids) if ids else []  # read once: "-" reads the ids from standard input
+    chosen += asked
     if source:
         name = Path(source).name
         for pid, meta in store.iter_metadata():
@@ -211,7 +211,8 @@ def rm(
     if not (ids or source or last):
         raise TriageError("nothing to delete: give paper ids, --source FILE or --last-import")
     items = store.get_many(list(dict.fromkeys(chosen)))
-    unknown = [pid for pid in read_ids(ids) if pid not in {i.paper.id for i in items}] if ids else []
+    present = {i.paper.id for i in items}
+    unknown = [pid for pid in asked if pid not in present]
     if unknown:
         err_console.print(
             f"[yellow]Not in the store: {escape(', '.join(unknown[:5]))}"
