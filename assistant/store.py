@@ -360,19 +360,21 @@ class Store:
         ef = embedder or make_embedder(settings.embedder, api_key, settings.openai_base_url)
         location = settings.store_location
         try:
-            if settings.chroma_url:
-                client = _http_client(settings.chroma_url)
-            else:
+            if not settings.chroma_url:
                 settings.store.mkdir(parents=True, exist_ok=True)
-                client = chromadb.PersistentClient(
-                    path=str(settings.store.resolve()), settings=_chroma_settings()
+            with _creating(settings):
+                if settings.chroma_url:
+                    client = _http_client(settings.chroma_url)
+                else:
+                    client = chromadb.PersistentClient(
+                        path=str(settings.store.resolve()), settings=_chroma_settings()
+                    )
+                collection = client.get_or_create_collection(
+                    settings.collection, embedding_function=ef, configuration={"hnsw": {"space": "cosine"}}
                 )
-            collection = client.get_or_create_collection(
-                settings.collection, embedding_function=ef, configuration={"hnsw": {"space": "cosine"}}
-            )
-            meta = client.get_or_create_collection(
-                settings.collection + META_COLLECTION_SUFFIX, embedding_function=None
-            )
+                meta = client.get_or_create_collection(
+                    settings.collection + META_COLLECTION_SUFFIX, embedding_function=None
+                )
         except (ChromaError, ValueError, OSError) as exc:
             if settings.local_store is not None:
                 _forget_client(settings.local_store)
@@ -1053,6 +1055,27 @@ def _hits(res: Any) -> list[SearchHit]:
             strict=True,
         )
     ]
+
+
+@contextmanager
+def _creating(settings: Settings) -> Iterator[None]:
+    """Hold a lock while an embedded store is created: two processes creating the same new
+    store at once both run Chroma's schema migrations, and the second fails ("table
+    collections already exists"). An existing store is opened without the lock."""
+    if settings.chroma_url or (settings.store / "chroma.sqlite3").exists():
+        yield
+        return
+    try:
+        handle = open(settings.store / "triage-create.lock", "a+b")  # noqa: SIM115 - held for the block
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _http_client(url: str) -> ClientAPI:
