@@ -19,7 +19,7 @@ from assistant.status import Status
 
 if TYPE_CHECKING:
     from assistant.models import StoredPaper
-    from assistant.personal import Ranking
+    from assistant.readcache import RankedQueue, RankSummary
 
 
 @app.command()
@@ -53,16 +53,24 @@ def search(
 @user_errors
 def stats() -> None:
     """Counts of papers by status and assessment."""
-    store = state.store
-    table = Table(title=f"Store {escape(store.location)}", title_justify="left", show_header=False)
+    from assistant import readcache
+
+    settings = state.settings
+    rows = readcache.load(settings, "stats", None) if settings.store_exists else None
+    if rows is None:
+        store = state.store
+        before = readcache.signature(settings)
+        rows = [("papers", store.count())]
+        rows += [(f"  {status.value}", n) for status, n in store.counts_by_status().items()]
+        rows.append(("starred", store.count({"starred": True})))
+        rows.append(("assessed", store.count({"relevance": {"$gte": 0}})))
+        rows.append(("failed assessments", store.count({"failed": True})))
+        readcache.save(settings, "stats", None, rows, before)
+    table = Table(title=f"Store {escape(settings.store_location)}", title_justify="left", show_header=False)
     table.add_column("what")
     table.add_column("count", justify="right")
-    table.add_row("papers", str(store.count()))
-    for status, n in store.counts_by_status().items():
-        table.add_row(f"  {status.value}", str(n))
-    table.add_row("starred", str(store.count({"starred": True})))
-    table.add_row("assessed", str(store.count({"relevance": {"$gte": 0}})))
-    table.add_row("failed assessments", str(store.count({"failed": True})))
+    for what, n in rows:
+        table.add_row(what, str(n))
     console.print(table)
 
 
@@ -72,17 +80,46 @@ class RankSort(StrEnum):
     DISAGREEMENT = "disagreement"
 
 
+def assessed_queue() -> RankedQueue:
+    """The assessed papers and their ranking: saved from the last read of an unchanged store
+    (see `assistant.readcache`), or read and ranked now."""
+    from assistant import readcache
+
+    settings = state.settings
+    try:
+        topics = tuple(t.name for t in state.agenda().topics) if settings.agenda_path.exists() else ()
+    except TriageError:
+        topics = ()
+    queue = readcache.load(settings, "ranked", topics) if settings.store_exists else None
+    if isinstance(queue, readcache.RankedQueue):
+        for note in queue.notes:
+            err_console.print(f"[dim]note: {escape(note)}[/dim]")
+        return queue
+    store = state.store
+    before = readcache.signature(settings)
+    items = [i for i in store.iter_all() if i.assessment]
+    personal = state.personal()
+    summary = (
+        readcache.RankSummary.of(personal.ranking, {i.paper.id: None for i in items}) if personal else None
+    )
+    queue = readcache.RankedQueue(items, summary, personal.notes if personal else [])
+    if personal is not None:  # not when the model failed: the next read tries again
+        readcache.save(settings, "ranked", topics, queue, before)
+    return queue
+
+
 def ranked_items(
-    top: int | None, sort: RankSort = RankSort.RELEVANCE, statuses: Sequence[Status] | None = None
-) -> tuple[list[StoredPaper], Ranking | None]:
+    top: int | None,
+    sort: RankSort = RankSort.RELEVANCE,
+    statuses: Sequence[Status] | None = None,
+    queue: RankedQueue | None = None,
+) -> tuple[list[StoredPaper], RankSummary | None]:
     """Assessed papers in the queue's order (the blend of the engine and the personal model),
     and the ranking when there is one. `statuses` chooses which (all by default); the uncertain
     and disagreement orders cover the papers with no decision yet."""
-    items = [
-        i for i in state.store.iter_all() if i.assessment and (not statuses or i.decision.status in statuses)
-    ]
-    personal = state.personal()
-    ranking = personal.ranking if personal else None
+    queue = queue or assessed_queue()
+    ranking = queue.ranking
+    items = [i for i in queue.items if not statuses or i.decision.status in statuses]
 
     def relevance(i: StoredPaper) -> float:
         return i.assessment.relevance if i.assessment else 0.0
@@ -138,9 +175,10 @@ def ranked(
     """Print the queue still to decide, ordered by relevance (with the personal model once it has
     learned). Decided papers only with --status or --all."""
     statuses = None if everything else (status or [Status.NEW])
-    items, ranking = ranked_items(None if everything else top, sort, statuses)
-    if sort is not RankSort.RELEVANCE and (ranking is None or ranking.model is None):
-        note = ranking.fit.note if ranking else "the personal model is not available"
+    queue = assessed_queue()
+    items, ranking = ranked_items(None if everything else top, sort, statuses, queue)
+    if sort is not RankSort.RELEVANCE and (ranking is None or not ranking.has_model):
+        note = ranking.note if ranking else "the personal model is not available"
         err_console.print(f"[yellow]No personal model yet: papers come by relevance.[/yellow] {escape(note)}")
         sort = RankSort.RELEVANCE
     shown = {i.paper.id: ranking.score(i.paper.id) for i in items} if ranking and ranking.personal else None
@@ -152,7 +190,7 @@ def ranked(
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
     if not items:
-        if not state.store.count(where={"relevance": {"$gte": 0.0}}):
+        if not queue.items:
             console.print("No assessed papers yet: run 'triage tag'.")
         else:
             which = ", ".join(s.value for s in statuses) if statuses else "any"

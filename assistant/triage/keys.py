@@ -1,8 +1,7 @@
-"""The LLM engine's assessment key, and whether a stored assessment is stale.
+"""The engines' assessment keys, and whether a stored assessment is stale.
 
-Apart from the engine itself so that the reading commands (`triage ranked`, `show`) can tell a
-stale assessment without loading the LLM client. The offline engine's key is its own
-(`offline.engine_key`).
+Apart from the engines themselves so that the reading commands (`triage ranked`, `show`) can
+tell a stale assessment without loading the LLM client or the offline engine's libraries.
 """
 
 from __future__ import annotations
@@ -14,6 +13,13 @@ from assistant.models import StoredPaper
 from assistant.triage.prompts import Prompts
 
 LLM_VERSION = "llm-1"  # part of every LLM assessment's key: changing it re-assesses every paper
+OFFLINE_VERSION = "offline-6"  # the offline engine's: a new engine re-assesses every paper
+
+
+def engine_key(document: str, agenda: Agenda) -> str:
+    """The key of an offline assessment: changes with the paper, the agenda or the engine."""
+    raw = "\x1f".join([OFFLINE_VERSION, agenda.hash, document])
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
 
 
 def llm_key(
@@ -33,8 +39,6 @@ def is_stale(item: StoredPaper, agenda: Agenda, prompts: Prompts | None) -> bool
     if a.agenda_hash != agenda.hash:
         return True
     if a.engine == "offline":
-        from assistant.triage.offline import engine_key  # its key is its own (and loads its engine)
-
         return a.key != engine_key(item.paper.document, agenda)
     if prompts is None:
         return False

@@ -18,7 +18,6 @@ match a topic as well as it gets keep their order instead of tying at 10.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from collections import Counter
@@ -34,10 +33,11 @@ from sklearn.preprocessing import normalize
 
 from assistant.agenda import Agenda, Topic
 from assistant.models import Assessment, TopicScore
+from assistant.triage.keys import OFFLINE_VERSION, engine_key
 from assistant.triage.scoring import NEGATIVE_WEIGHT
 
 ENGINE = "offline"
-VERSION = "offline-6"
+VERSION = OFFLINE_VERSION
 # Weight of the embedding similarity in a topic score (the rest is lexical).
 EMBEDDING_WEIGHT = 0.6
 # (Below this many papers in the store; above, each topic's share follows the spreads of the
@@ -87,12 +87,6 @@ def words(text: str) -> list[str]:
 
 def stems(text: str) -> list[str]:
     return list(_stemmer.stemWords(words(text)))
-
-
-def engine_key(document: str, agenda: Agenda) -> str:
-    """The cache key of an offline assessment: changes with the paper, the agenda or the engine."""
-    raw = "\x1f".join([VERSION, agenda.hash, document])
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
 
 
 def grams(tokens: Sequence[str]) -> list[str]:
