@@ -18,7 +18,7 @@ from assistant.config import Settings, load_settings
 from assistant.models import Assessment, Paper, Status, TopicScore
 from assistant.store import Store
 from assistant.triage.batch import tag_offline
-from assistant.triage.offline import engine_key
+from assistant.triage.keys import engine_key
 from assistant.tui.app import ReviewApp
 from assistant.tui.widgets import Detail
 from conftest import sample_records

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from assistant.agenda import Agenda
 from assistant.store import Store
-from assistant.triage.offline import Corpus, OfflineEngine, engine_key
+from assistant.triage.keys import engine_key
+from assistant.triage.offline import Corpus, OfflineEngine
 
 CHUNK = 200
 
