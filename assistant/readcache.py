@@ -2,19 +2,22 @@
 of an unchanged store waits neither for Chroma (a second to import) nor for the personal model
 (scikit-learn, another second, and its training).
 
-An answer holds while the store's database file is unchanged: same file, size and mtime, and
-the same SQLite change counter (bytes 24-27 of the header, which every committed write
-transaction increments in the rollback-journal mode Chroma uses). Chroma writes to its database
-even to open it, so an answer is saved with the file's signature taken after the store was
-opened, and only if nothing was written while the answer was computed. A store behind a Chroma
-server has no file to check and is always read. The cache is derived state: deleting it costs
-one slow read.
+An answer holds while the store's data is unchanged. Every write to a Chroma collection (add,
+update, upsert, delete, of papers or of the store's own records) goes through Chroma's write
+log, the `embeddings_queue` table, whose sequence numbers only grow, and each segment records
+the last number it applied (`max_seq_id`). Those numbers, with the database file's identity,
+are the store's signature, read with the standard library's sqlite3 in read-only mode in a
+millisecond. (The file's mtime and SQLite's change counter will not do: Chroma writes to its
+database each time a client opens it.) An answer is saved with the signature taken once the
+store was open, and only if it is unchanged when the answer is computed. A store behind a
+Chroma server has no file to read and is always read through Chroma. The cache is derived
+state: deleting it costs one slow read.
 """
 
 from __future__ import annotations
 
 import math
-import os
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,28 +32,28 @@ if TYPE_CHECKING:
     from assistant.personal import Ranking
 
 VERSION = 1
-SQLITE_HEADER = b"SQLite format 3\x00"
 
-Signature = tuple[int, int, int, int, bytes]
+Signature = tuple[int, int, Any, tuple[tuple[str, int], ...]]
 
 
 def signature(settings: Settings) -> Signature | None:
-    """What identifies the state of an embedded store's database; None when there is nothing
-    reliable to check (a server store, no database yet, a write in progress, WAL mode)."""
+    """What identifies the state of an embedded store's data; None when there is nothing
+    reliable to read (a server store, no database yet, a write holding the database, a
+    database laid out otherwise than this Chroma version does)."""
     if settings.chroma_url or settings.local_store is None:
         return None
     db = settings.store / "chroma.sqlite3"
     try:
-        if any(Path(f"{db}{suffix}").exists() for suffix in ("-journal", "-wal")):
-            return None
-        with open(db, "rb") as fh:
-            stat = os.fstat(fh.fileno())
-            header = fh.read(100)
-    except OSError:
+        stat = db.stat()
+        connection = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=0.5)
+        try:
+            logged = connection.execute("SELECT max(seq_id) FROM embeddings_queue").fetchone()[0]
+            applied = sorted(connection.execute("SELECT segment_id, seq_id FROM max_seq_id").fetchall())
+        finally:
+            connection.close()
+    except (OSError, sqlite3.Error):
         return None
-    if len(header) < 100 or not header.startswith(SQLITE_HEADER) or header[18] != 1:
-        return None
-    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, header[24:28])
+    return (stat.st_dev, stat.st_ino, logged, tuple((str(a), int(b)) for a, b in applied))
 
 
 def _path(settings: Settings, part: str, cache_dir: Path | None) -> Path:

@@ -59,9 +59,15 @@ def test_an_unchanged_store_is_read_once_and_a_changed_one_again(tmp_path: Path)
     assert loaded and stats_rows(stats)["new"] == 12
     stats_again, loaded = triage_process(store, "stats")
     assert not loaded and stats_again == stats
+    # Commands that open the store without changing it (Chroma writes to its file to open it)
+    # leave the saved answers good.
+    top = json.loads(first.splitlines()[0])["paper"]["id"]
+    assert runner.invoke(app, ["--store", str(store), "show", top]).exit_code == 0
+    triage_process(store, "search", "attention")
+    stats_again, loaded = triage_process(store, "stats")
+    assert not loaded and stats_again == stats
 
     # A decision made with this tool: the next read sees it.
-    top = json.loads(first.splitlines()[0])["paper"]["id"]
     assert runner.invoke(app, ["--store", str(store), "mark", top, "--accept"]).exit_code == 0
     after, loaded = triage_process(store, "ranked", "--json", "--top", "5")
     assert loaded and top not in after
