@@ -54,6 +54,27 @@ def normalize_doi(value: str | None) -> str | None:
     return m.group(1).rstrip(".,;").lower()
 
 
+def canonical_id(text: str) -> str:
+    """A paper id as a researcher may type or paste it -> the store's id: `2401.01234v2`,
+    `arXiv:2401.01234`, an arXiv URL -> `arxiv:2401.01234`; a DOI in any spelling ->
+    `doi:10.…` (arXiv's own DOI -> the arXiv id); a prefix in any case. Anything else is
+    returned trimmed, as given."""
+    value = text.strip()
+    head, sep, rest = value.partition(":")
+    if sep and head.lower() in ("arxiv", "doi", "title") and rest and not rest.startswith("//"):
+        value = f"{head.lower()}:{rest.strip()}"
+    if value.startswith("title:"):
+        return value
+    lowered = value.lower()
+    doi = normalize_doi(value) if lowered.startswith(("doi:", "10.")) or "doi.org/" in lowered else None
+    if doi and not is_arxiv_doi(doi):
+        return f"doi:{doi}"
+    named = doi or lowered.startswith("arxiv") or "arxiv.org/" in lowered
+    bare = _ARXIV_NEW.fullmatch(value) or _ARXIV_OLD.fullmatch(value)
+    arxiv = normalize_arxiv_id(value) if named or bare else None
+    return f"arxiv:{arxiv}" if arxiv else value
+
+
 def normalize_title(title: str) -> str:
     """Case, accents, LaTeX, punctuation and whitespace folded away: the key for title matching."""
     text = _LATEX_CMD.sub(" ", title)

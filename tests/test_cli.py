@@ -241,3 +241,80 @@ def test_agenda_warns_about_words_too_common_to_tell_papers_apart(isolated: Path
     loud = " ".join(run("agenda").output.split())
     warning = loud[loud.index("under 'Not interested'") :]
     assert "models" in warning.split(" in over a fifth of the papers")[0]
+
+
+def test_ids_as_a_researcher_types_them(tmp_path: Path) -> None:
+    """A versioned arXiv id, an upper-case prefix, an arXiv URL or a DOI URL name the stored
+    paper in show, mark, note and split; an unknown id is named as unknown."""
+    store = tmp_path / "store"
+    records = [
+        {"title": "Sparse attention at scale", "abstract": "We study sparse attention.", "arxiv_id": "2401.01234"},
+        {"title": "A journal paper", "abstract": "On parsing.", "doi": "10.1145/3292500.3330701"},
+    ]
+    papers = write_lines(tmp_path / "p.jsonl", [json.dumps(r) for r in records])
+
+    def triage(*args: str):  # type: ignore[no-untyped-def]
+        return runner.invoke(app, ["--store", str(store), *args], env={"COLUMNS": "160"})
+
+    assert triage("ingest", str(papers)).exit_code == 0
+    for typed in ("2401.01234v2", "ARXIV:2401.01234", "https://arxiv.org/abs/2401.01234v3"):
+        shown = triage("show", typed)
+        assert shown.exit_code == 0 and "Sparse attention at scale" in shown.output, typed
+    assert "A journal paper" in triage("show", "https://doi.org/10.1145/3292500.3330701").output
+    marked = triage("mark", "2401.01234v1", "--accept")
+    assert marked.exit_code == 0 and "arxiv:2401.01234: accepted" in marked.output
+    assert triage("note", "DOI:10.1145/3292500.3330701", "read later").exit_code == 0
+    assert "read later" in triage("show", "doi:10.1145/3292500.3330701").output
+    unknown = triage("split", "2501.99999")
+    assert unknown.exit_code == 1 and "no paper with id 'arxiv:2501.99999'" in unknown.output
+
+
+def test_command_line_mistakes_are_caught_before_the_store_is_made(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    papers = write_lines(tmp_path / "p.jsonl", [json.dumps(r) for r in sample_records(2)])
+
+    def triage(*args: str):  # type: ignore[no-untyped-def]
+        return runner.invoke(app, ["--store", str(store), *args], env={"COLUMNS": "160"})
+
+    missing = triage("ingest", str(tmp_path / "no-such-file.bib"))
+    assert missing.exit_code == 1 and "no such file" in missing.output and "no-such-file.bib" in missing.output
+    bogus = triage("ingest", "--format", "bogus", str(papers))
+    assert bogus.exit_code == 1 and "unknown format 'bogus'" in bogus.output
+    assert not store.exists()
+    assert triage("ingest", "-f", "JSONL", str(papers)).exit_code == 0  # any case
+    empty = triage("search", "  ")
+    assert empty.exit_code == 1 and "nothing to search for" in empty.output
+    assert triage("export", "--min-score", "11").exit_code == 2
+
+
+def test_stats_counts_assessments_the_agenda_has_outdated(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    papers = write_lines(tmp_path / "p.jsonl", [json.dumps(r) for r in sample_records(6)])
+
+    def stale() -> str:
+        out = runner.invoke(app, ["--store", str(store), "stats"], env={"COLUMNS": "160"}).output
+        return next(line for line in out.splitlines() if "stale" in line)
+
+    for args in (["init"], ["ingest", str(papers)], ["tag"]):
+        assert runner.invoke(app, ["--store", str(store), *args]).exit_code == 0
+    assert re.search(r"│\s+0\s+│", stale())
+    agenda = tmp_path / "agenda.md"
+    agenda.write_text(agenda.read_text(encoding="utf-8") + "\n## Robotics\nRobot learning.\n", encoding="utf-8")
+    assert re.search(r"│\s+6\s+│", stale())
+
+
+def test_a_long_error_is_one_line_in_a_log(tmp_path: Path) -> None:
+    """Off a terminal, an error is not wrapped at 80 columns: a log keeps it on one line."""
+    import subprocess
+    import sys
+
+    deep = tmp_path / ("a-rather-long-directory-name-" * 4) / "library.bib"
+    done = subprocess.run(
+        [sys.executable, "-m", "assistant", "--store", str(tmp_path / "store"), "ingest", str(deep)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(deep) in lines[0]

@@ -86,7 +86,10 @@ def export(
     min_score: Annotated[
         float | None,
         typer.Option(
-            "--min-score", help="Minimum relevance (0-10); with --topic, minimum score on that topic."
+            "--min-score",
+            min=0,
+            max=10,
+            help="Minimum relevance (0-10); with --topic, minimum score on that topic.",
         ),
     ] = None,
     since: Annotated[

@@ -103,7 +103,13 @@ def ingest(
 
     if not files and not arxiv and not arxiv_id:
         raise TriageError("nothing to import: name files, or use --arxiv QUERY / --arxiv-id ID")
-    reports = run_ingest(files or [], format) if files else []
+    # Mistakes in the command line are reported before the store is opened (or made).
+    if format is not None and format.lower() not in INGEST_FORMATS:
+        raise TriageError(f"unknown format {format!r} for --format; known: {', '.join(INGEST_FORMATS)}")
+    missing = [str(f) for f in files or [] if not f.exists()]
+    if files and len(missing) == len(files) and not (arxiv or arxiv_id):
+        raise TriageError(f"no such file: {', '.join(missing)}")
+    reports = run_ingest(files or [], format.lower() if format else None) if files else []
     if arxiv or arxiv_id:
         settings = state.settings
         client = ArxivClient(base_url=settings.arxiv_url, delay=settings.arxiv_delay)
@@ -152,7 +158,8 @@ def ingest(
         console.print(f"Filed {plural(added, 'paper')} into the reading list {escape(chosen.name)!r}.")
     new = sum(r.new for r in reports)
     if new:
-        err_console.print(f"[dim]{plural(new, 'new paper')}: 'triage tag' assesses them for the queue.[/dim]")
+        them = "it" if new == 1 else "them"
+        err_console.print(f"[dim]{plural(new, 'new paper')}: 'triage tag' assesses {them} for the queue.[/dim]")
     if enrich_failed or any(not r.ok for r in reports):
         raise typer.Exit(1)
 
@@ -272,7 +279,12 @@ def split(
 
     The record becomes a paper of its own (undecided, to be tagged); the paper gets back what it
     had without it. Decisions, notes and lists stay with the paper."""
+    from assistant.models import canonical_id
+
+    paper_id = canonical_id(paper_id)
     store = state.store
+    if store.get(paper_id) is None:
+        raise TriageError(f"no paper with id {paper_id!r}; 'triage search TEXT' finds ids")
     log = store.merge_log(paper_id)
     if number is None:
         count = len(log.entries) if log is not None else 0

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from assistant.cli.shared import app, console, state, user_errors
+from assistant.cli.shared import app, console, read_ids, state, user_errors
 from assistant.errors import ConfigError, TriageError
 from assistant.status import Status
 
@@ -54,6 +54,7 @@ def mark(
         changes["status"] = chosen[0]
     if star is not None:
         changes["starred"] = star
+    ids = read_ids(ids)
     store = state.store
     missing = [pid for pid in ids if store.get(pid) is None]
     if missing:
@@ -70,6 +71,9 @@ def note(
     text: Annotated[str, typer.Argument(help="The note; an empty string clears it.")],
 ) -> None:
     """Write (or clear) a paper's note."""
+    from assistant.models import canonical_id
+
+    paper_id = canonical_id(paper_id)
     if state.store.get(paper_id) is None:
         raise TriageError(f"no paper with id {paper_id!r}; 'triage search TEXT' finds ids")
     state.store.update_decision(paper_id, note=text.strip())

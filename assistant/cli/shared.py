@@ -48,7 +48,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 console = Console()
-err_console = Console(stderr=True)
+# Off a terminal (a log, a pipe) a message is one line however long: no wrapping at 80 columns.
+err_console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Commands that only read the store: on a full disk or a read-only mount they read a copy.
@@ -188,11 +189,14 @@ def user_errors(func: F) -> F:
 
 
 def read_ids(args: list[str]) -> list[str]:
-    """The ids given, with '-' replaced by the ids on standard input (plain, or JSON lines)."""
+    """The ids given, with '-' replaced by the ids on standard input (plain, or JSON lines),
+    each as the store spells it (`2401.01234v2` -> `arxiv:2401.01234`)."""
+    from assistant.models import canonical_id
+
     ids: list[str] = []
     for arg in args:
         if arg != "-":
-            ids.append(arg.strip())
+            ids.append(canonical_id(arg))
             continue
         for line in sys.stdin.read().splitlines():
             line = line.strip()
@@ -204,7 +208,7 @@ def read_ids(args: list[str]) -> list[str]:
                     line = str(record["paper"]["id"] if "paper" in record else record["id"])
                 except (ValueError, KeyError, TypeError):
                     raise TriageError(f"cannot find a paper id in {line[:60]!r}") from None
-            ids.append(line)
+            ids.append(canonical_id(line))
     if not ids:
         raise TriageError("no paper ids given")
     return ids
@@ -287,7 +291,8 @@ def main(
         ),
     ] = None,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Show the version and exit."),
     ] = False,
 ) -> None:
     """Paper Triage Assistant."""

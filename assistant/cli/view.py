@@ -30,6 +30,8 @@ def search(
     status: Annotated[Status | None, typer.Option(help="Only papers with this status.")] = None,
 ) -> None:
     """Semantic search over the store."""
+    if not text.strip():
+        raise TriageError("nothing to search for: give some words, e.g. triage search 'sparse attention'")
     where = {"status": status.value} if status else None
     hits = state.store.search(text, k=k, where=where)
     if not hits:
@@ -56,22 +58,42 @@ def stats() -> None:
     from assistant import readcache
 
     settings = state.settings
-    rows = readcache.load(settings, "stats", None) if settings.store_exists else None
+    key = _assessment_key()
+    rows = readcache.load(settings, "stats", key) if settings.store_exists else None
     if rows is None:
         store = state.store
         before = readcache.signature(settings)
         rows = [("papers", store.count())]
         rows += [(f"  {status.value}", n) for status, n in store.counts_by_status().items()]
         rows.append(("starred", store.count({"starred": True})))
-        rows.append(("assessed", store.count({"relevance": {"$gte": 0}})))
+        assessed = [i for i in store.iter_all({"relevance": {"$gte": 0}}) if i.assessment]
+        rows.append(("assessed", len(assessed)))
+        if key is not None:
+            rows.append(("  stale ('triage tag' redoes)", len(state.stale(assessed))))
         rows.append(("failed assessments", store.count({"failed": True})))
-        readcache.save(settings, "stats", None, rows, before)
+        readcache.save(settings, "stats", key, rows, before)
     table = Table(title=f"Store {escape(settings.store_location)}", title_justify="left", show_header=False)
     table.add_column("what")
     table.add_column("count", justify="right")
     for what, n in rows:
         table.add_row(what, str(n))
     console.print(table)
+
+
+def _assessment_key() -> tuple[str, str] | None:
+    """What makes an assessment stale besides the paper: the agenda's and the prompts' hashes
+    (None without a readable agenda: nothing is stale then)."""
+    from assistant.triage.prompts import load_prompts
+
+    try:
+        agenda = state.agenda()
+    except TriageError:
+        return None
+    try:
+        prompts = load_prompts(state.settings.prompts).hash
+    except TriageError:
+        prompts = ""
+    return agenda.hash, prompts
 
 
 class RankSort(StrEnum):
@@ -224,6 +246,9 @@ def ranked(
 @user_errors
 def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage ranked' prints it.")]) -> None:
     """Print one paper with its assessment and decision."""
+    from assistant.models import canonical_id
+
+    paper_id = canonical_id(paper_id)
     item = state.store.get(paper_id)
     if item is None:
         raise TriageError(f"no paper with id {paper_id!r}; 'triage search TEXT' finds ids")
