@@ -318,3 +318,13 @@ def test_a_long_error_is_one_line_in_a_log(tmp_path: Path) -> None:
     assert done.returncode == 1
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and str(deep) in lines[0]
+
+
+def test_an_empty_file_is_reported_alike_in_every_format(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    for name in ("library.bib", "notes.md", "export.ris", "papers.jsonl", "list.txt"):
+        path = tmp_path / name
+        path.write_text("\n  \n", encoding="utf-8")
+        result = runner.invoke(app, ["--store", str(store), "ingest", str(path)], env={"COLUMNS": "160"})
+        assert result.exit_code == 1, name
+        assert f"{name}: the file is empty" in result.output.replace(str(tmp_path) + "/", ""), name

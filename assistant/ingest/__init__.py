@@ -129,6 +129,8 @@ def read_text(path: Path) -> str:
 def parse_file(path: Path, fmt: str | None = None) -> tuple[str, ParseResult]:
     """Read and parse one file; raises InputError if the file as a whole cannot be read."""
     text = read_text(path)
+    if not text.strip():  # whatever its name: an empty export says the same in every format
+        raise InputError("the file is empty: there are no papers in it", path=path)
     if fmt is not None and fmt not in PARSERS:
         raise InputError(f"unknown format {fmt!r}; known: {', '.join(PARSERS)}", path=path)
     fmt = fmt or detect_format(path, text)
