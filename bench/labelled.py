@@ -1,6 +1,6 @@
 """The labelled sets the ranking benchmarks run on, and the engine's scores for them.
 
-All three sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
+All four sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
 listing pages) 0/1/2 against research agendas, each agenda written as a paragraph and as three
 words, by two readers who did not see each other's grades:
 
@@ -9,8 +9,11 @@ words, by two readers who did not see each other's grades:
 - set B (`tuning`): parameter-efficient adaptation, efficient inference, factual knowledge,
   linguistic structure. Graded before any tuning for the offline engine's fourth version and
   the personal model and held out for them; the engine's sixth version was tuned on A and B.
-- set C (`held out`): mechanistic interpretability, vision-language models, alignment and
-  safety, training data. Graded after the engine's sixth version was written; never tuned on.
+- set C (`held out once`): mechanistic interpretability, vision-language models, alignment and
+  safety, training data. Graded after the engine's sixth version was written; it reported that
+  version and the personal model's confidence gate, once. Changes after that may be chosen on it.
+- set D (`held out`): reasoning and prompting, evaluation, text generation, architectures and
+  scaling. Graded after set C's report; never tuned on.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ DATA = ROOT / "bench" / "data"
 SETS = {
     "A": ("tuning", ["heads", "multilingual", "multitask"], DATA / "labels"),
     "B": ("tuning", ["peft", "efficiency", "knowledge", "structure"], DATA / "labels_b"),
-    "C": ("held out", ["interp", "multimodal", "alignment", "data"], DATA / "labels_c"),
+    "C": ("held out once", ["interp", "multimodal", "alignment", "data"], DATA / "labels_c"),
+    "D": ("held out", ["reasoning", "evaluation", "generation", "architectures"], DATA / "labels_d"),
 }
 READERS = ("first", "second")
 FORMS = ("para", "3 words")
