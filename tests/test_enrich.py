@@ -160,7 +160,10 @@ def test_429_is_retried_and_a_dead_endpoint_fails_with_one_line(
         Reply(500, ""),
     ]
     report = enrich(store, provider.settings(tmp_path), titles=False)
-    assert report.errors == ["the Semantic Scholar API kept answering HTTP 500; try again later"]
+    assert report.errors == [
+        f"the Semantic Scholar API kept answering HTTP 500 Internal Server Error from {provider.url}{BATCH}; "
+        "try again later"
+    ]
     assert report.enriched == 0 and len(provider.to(BATCH)) == 5  # one try and four retries
     item = store.get("arxiv:2604.00001")
     assert item is not None and item.paper.abstract == ""

@@ -161,6 +161,8 @@ def edit(
     if source is None and not changes and not reset:
         raise TriageError("nothing to change: give a new source, --max, --first-days or --reset")
     updated = check_spec({**spec.model_dump(), **(source or {}), **changes})
+    if source is not None:
+        feeds.check_source(updated)
     feeds.replace(updated)
     if reset or (source is not None and source["kind"] != spec.kind):
         feeds.reset(spec.name)  # another kind of source: its watermark means nothing here
@@ -192,7 +194,11 @@ def ls() -> None:
         return
     table = Table(title="Feeds", title_justify="left")
     for col in ("feed", "source", "last run", "new", "seen", "skipped", "all time", "error / note"):
-        table.add_column(col, justify="right" if col in ("new", "seen", "skipped", "all time") else "left")
+        table.add_column(
+            col,
+            justify="right" if col in ("new", "seen", "skipped", "all time") else "left",
+            overflow="fold" if col == "error / note" else "ellipsis",  # an error's address in full
+        )
     for spec in specs.values():
         st = states.get(spec.name)
         if st is None or st.last_run is None:

@@ -3,10 +3,19 @@
 
 One client per provider is shared by every feed of a run, so two arXiv feeds still make one
 request every 3 seconds between them.
+
+An error says what failed in one line a user can act on: the status and its reason, the
+address (without its query, where private feeds keep their tokens) and, from a JSON API, its
+message. An error page's HTML is never quoted: its markup would drown that line, in `triage
+fetch` and in `feed ls` alike. A refused connection is not retried: nothing listens at the
+address, and backing off for 15 s would not change that.
 """
 
 from __future__ import annotations
 
+import errno
+import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +30,9 @@ from assistant import __version__
 from assistant.errors import TriageError
 
 USER_AGENT = f"paper-triage/{__version__}"
+EXCERPT = 150  # characters of an error body an error message quotes at most
+_MARKUP = re.compile(r"<[!/?A-Za-z][^<>]*>")
+_JSON_MESSAGE = ("message", "error", "detail", "error_description")  # S2, HF, FastAPI, OAuth
 
 
 class FetchError(TriageError):
@@ -32,12 +44,81 @@ class FetchError(TriageError):
 
 
 class _Retry(Exception):
-    """A failed attempt worth repeating: a 429, a 5xx or a network error."""
+    """A failed attempt worth repeating: a 429, a 5xx or a network error (not a refused
+    connection); `reason` is what the error says if it is the last."""
 
     def __init__(self, reason: str, retry_after: float | None = None, status: int | None = None) -> None:
         super().__init__(reason)
         self.retry_after = retry_after
         self.status = status
+
+
+def address(url: httpx.URL) -> str:
+    """A URL as an error shows it: no query or fragment (long, and where private feeds keep
+    their tokens), no user name or password."""
+    return str(url.copy_with(query=None, fragment=None, userinfo=b""))
+
+
+def is_html(response: httpx.Response) -> bool:
+    """Whether the body is a web page (or other markup): by its type, or by its first
+    characters when the server sent no type."""
+    kind = response.headers.get("Content-Type", "").lower()
+    if "html" in kind:
+        return True
+    return response.content.lstrip()[:1] == b"<" and bool(_MARKUP.search(response.text[:2000]))
+
+
+def _json_message(data: Any) -> str | None:
+    """The message of a JSON error body: `{"message": ...}`, `{"error": ...}` (Semantic
+    Scholar, Hugging Face), `{"detail": ...}`, or one of those nested (`{"error": {"message": ...}}`)."""
+    if not isinstance(data, dict):
+        return None
+    for key in _JSON_MESSAGE:
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+        if isinstance(value, dict) and (nested := _json_message(value)):
+            return nested
+    return None
+
+
+def body_excerpt(response: httpx.Response, limit: int = EXCERPT) -> str:
+    """What an error response says, as at most `limit` characters of plain text on one line: a
+    JSON API's message, else the start of a plain-text body; nothing for a web page, XML or
+    binary, whose markup or bytes would only drown the error."""
+    kind = response.headers.get("Content-Type", "").lower()
+    if is_html(response) or "xml" in kind or (kind and not kind.startswith("text/") and "json" not in kind):
+        return ""
+    text = response.text
+    try:
+        message = _json_message(json.loads(text))
+    except ValueError:
+        message = None
+    text = " ".join((message or text).split())
+    if not text or _MARKUP.search(text) or not text.isprintable():
+        return ""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def http_failure(response: httpx.Response) -> str:
+    """`HTTP 404 Not Found from https://host/path`, and what the server said if it is short
+    plain text or a JSON message."""
+    code = response.status_code
+    reason = httpx.codes.get_reason_phrase(code) or response.reason_phrase
+    said = body_excerpt(response)
+    return f"HTTP {code} {reason}".rstrip() + f" from {address(response.url)}" + (f": {said}" if said else "")
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a transport error is a refused connection (httpx wraps the OSError twice)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain is short; a cycle must not loop
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError) or getattr(seen, "errno", None) == errno.ECONNREFUSED:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
@@ -109,6 +190,15 @@ class PoliteClient:
         self.requests += 1
         try:
             response = self._http().request(method, url, **kwargs)
+        except httpx.ConnectError as exc:
+            if _refused(exc):
+                where = exc.request.url
+                port = where.port or {"https": 443, "http": 80}.get(where.scheme)
+                raise FetchError(
+                    f"cannot reach {self.name} (cannot connect to {where.host}:{port}: connection "
+                    f"refused): is the address right, or are you offline?{self.hint}"
+                ) from None
+            raise _Retry(type(exc).__name__) from exc
         except httpx.TransportError as exc:
             raise _Retry(type(exc).__name__) from exc
         if response.status_code == 429 or response.status_code >= 500:
@@ -118,7 +208,7 @@ class PoliteClient:
                     f"{self.name} asks to wait {wait:.0f}s before the next request (HTTP "
                     f"{response.status_code}); try again later"
                 )
-            raise _Retry(f"HTTP {response.status_code}", wait, response.status_code)
+            raise _Retry(http_failure(response), wait, response.status_code)
         return response
 
     def request(
@@ -147,13 +237,9 @@ class PoliteClient:
                 raise FetchError(
                     f"cannot reach {self.name} at {url} ({exc}); are you offline?{self.hint}"
                 ) from None
-            raise FetchError(f"{self.name} kept answering HTTP {exc.status}; try again later") from None
+            raise FetchError(f"{self.name} kept answering {exc}; try again later", exc.status) from None
         if response.status_code >= 400:
-            raise FetchError(
-                f"{self.name} refused the request (HTTP {response.status_code}): "
-                f"{' '.join(response.text[:200].split())}",
-                response.status_code,
-            )
+            raise FetchError(http_failure(response), response.status_code)
         return response
 
     def get(self, url: str, **kwargs: Any) -> httpx.Response:
@@ -174,7 +260,12 @@ def json_of(name: str, response: httpx.Response) -> Any:
     try:
         return response.json()
     except ValueError as exc:
+        if is_html(response):
+            raise FetchError(
+                f"{name} sent a response that is not JSON (an HTML page) from {address(response.url)}"
+            ) from None
+        said = body_excerpt(response, 80)
         raise FetchError(
-            f"{name} sent a response that is not JSON ({str(exc).split(':')[0]}): "
-            f"{' '.join(response.text[:80].split())!r}"
+            f"{name} sent a response that is not JSON ({str(exc).split(':')[0]}) from "
+            f"{address(response.url)}" + (f": {said!r}" if said else "")
         ) from None

@@ -9,10 +9,11 @@ fetch runs loses neither.
 from __future__ import annotations
 
 import re
+import shlex
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -59,6 +60,31 @@ class FeedSpec(BaseModel):
             return "Semantic Scholar recommendations from your decisions"
         return f"RSS/Atom: {self.url}"
 
+    def source(self) -> tuple[str, ...]:
+        """What the feed fetches, alike for two feeds that would fetch the same papers: the
+        query with its spacing evened out, the categories as a set, the address without what
+        does not change the document (the case of scheme and host, a default port, a trailing
+        slash, a fragment). Limits (--max, --first-days) are not part of it."""
+        if self.kind is Kind.ARXIV:
+            return (self.kind, " ".join((self.query or "").split()), *sorted(set(self.categories)))
+        if self.kind is Kind.S2_AUTHOR:
+            return (self.kind, str(self.author))
+        if self.kind is Kind.RSS:
+            return (self.kind, _same_address(self.url or ""))
+        return (self.kind,)  # one Hugging Face daily list, one set of decisions to recommend from
+
+
+def _same_address(url: str) -> str:
+    """An RSS address as `FeedSpec.source` compares it."""
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    netloc = (parts.hostname or "") + (f":{port}" if port and port != default else "")
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), parts.query, ""))
+
 
 class FeedState(BaseModel):
     """What a feed has brought so far; written only after its papers are stored."""
@@ -100,7 +126,7 @@ def check_spec(values: dict[str, Any]) -> FeedSpec:
             "of the author's page address (semanticscholar.org/author/NAME/2262347)"
         )
     if kind == Kind.RSS:
-        parsed = urlparse(str(values.get("url") or ""))
+        parsed = urlsplit(str(values.get("url") or ""))
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise TriageError(f"{values.get('url')!r} is not an http(s) address of an RSS or Atom feed")
     try:
@@ -136,9 +162,22 @@ class Feeds:
         raise TriageError(f"no feed named {name!r}; feeds: {known}")
 
     def add(self, spec: FeedSpec) -> None:
+        """Save a new feed; its name and its source must both be new."""
         if any(n.casefold() == spec.name.casefold() for n in self.all()):
             raise TriageError(f"a feed named {spec.name!r} exists: 'triage feed edit' changes it")
+        self.check_source(spec)
         self.store.put_named_record(FEED, spec.model_dump(mode="json"))
+
+    def check_source(self, spec: FeedSpec) -> None:
+        """Refuse a source another feed already fetches: two feeds of one source fetch every
+        paper twice (twice the requests against the provider's rate limit) for nothing, since
+        the second finds only papers the first stored."""
+        for other in self.all().values():
+            if other.name.casefold() != spec.name.casefold() and other.source() == spec.source():
+                raise TriageError(
+                    f"the feed {other.name!r} already fetches this source ({other.describe()}); "
+                    f"'triage feed edit {shlex.quote(other.name)}' changes its --max or --first-days"
+                )
 
     def replace(self, spec: FeedSpec) -> None:
         self.store.put_named_record(FEED, spec.model_dump(mode="json"))
