@@ -248,7 +248,11 @@ def test_ids_as_a_researcher_types_them(tmp_path: Path) -> None:
     paper in show, mark, note and split; an unknown id is named as unknown."""
     store = tmp_path / "store"
     records = [
-        {"title": "Sparse attention at scale", "abstract": "We study sparse attention.", "arxiv_id": "2401.01234"},
+        {
+            "title": "Sparse attention at scale",
+            "abstract": "We study sparse attention.",
+            "arxiv_id": "2401.01234",
+        },
         {"title": "A journal paper", "abstract": "On parsing.", "doi": "10.1145/3292500.3330701"},
     ]
     papers = write_lines(tmp_path / "p.jsonl", [json.dumps(r) for r in records])
@@ -277,7 +281,9 @@ def test_command_line_mistakes_are_caught_before_the_store_is_made(tmp_path: Pat
         return runner.invoke(app, ["--store", str(store), *args], env={"COLUMNS": "160"})
 
     missing = triage("ingest", str(tmp_path / "no-such-file.bib"))
-    assert missing.exit_code == 1 and "no such file" in missing.output and "no-such-file.bib" in missing.output
+    assert (
+        missing.exit_code == 1 and "no such file" in missing.output and "no-such-file.bib" in missing.output
+    )
     bogus = triage("ingest", "--format", "bogus", str(papers))
     assert bogus.exit_code == 1 and "unknown format 'bogus'" in bogus.output
     assert not store.exists()
@@ -299,7 +305,9 @@ def test_stats_counts_assessments_the_agenda_has_outdated(tmp_path: Path) -> Non
         assert runner.invoke(app, ["--store", str(store), *args]).exit_code == 0
     assert re.search(r"│\s+0\s+│", stale())
     agenda = tmp_path / "agenda.md"
-    agenda.write_text(agenda.read_text(encoding="utf-8") + "\n## Robotics\nRobot learning.\n", encoding="utf-8")
+    agenda.write_text(
+        agenda.read_text(encoding="utf-8") + "\n## Robotics\nRobot learning.\n", encoding="utf-8"
+    )
     assert re.search(r"│\s+6\s+│", stale())
 
 
@@ -328,3 +336,24 @@ def test_an_empty_file_is_reported_alike_in_every_format(tmp_path: Path) -> None
         result = runner.invoke(app, ["--store", str(store), "ingest", str(path)], env={"COLUMNS": "160"})
         assert result.exit_code == 1, name
         assert f"{name}: the file is empty" in result.output.replace(str(tmp_path) + "/", ""), name
+
+
+def test_an_abstract_label_from_a_reference_manager_is_dropped(tmp_path: Path) -> None:
+    """Publishers' abstracts often begin with their "Abstract" label, in Zotero's RIS as in
+    journal feeds: it is not part of the abstract (the word elsewhere is)."""
+    ris = tmp_path / "library.ris"
+    ris.write_text(
+        "TY  - JOUR\nTI  - A trial of sparse adapters\nAU  - Doe, Jane\nPY  - 2023\n"
+        "AB  - Abstract Objectives The objective was to compare adapters.\nER  - \n\n"
+        "TY  - JOUR\nTI  - Static analysis\nAU  - Roe, Ann\nPY  - 2022\n"
+        "AB  - Abstract interpretation is a theory of sound approximation.\nER  - \n",
+        encoding="utf-8",
+    )
+    store = tmp_path / "store"
+    assert runner.invoke(app, ["--store", str(store), "ingest", str(ris)]).exit_code == 0
+    exported = runner.invoke(app, ["--store", str(store), "export", "-f", "jsonl"]).stdout
+    abstracts = sorted(json.loads(line)["paper"]["abstract"] for line in exported.splitlines())
+    assert abstracts == [
+        "Abstract interpretation is a theory of sound approximation.",
+        "Objectives The objective was to compare adapters.",
+    ]

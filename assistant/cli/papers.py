@@ -159,7 +159,9 @@ def ingest(
     new = sum(r.new for r in reports)
     if new:
         them = "it" if new == 1 else "them"
-        err_console.print(f"[dim]{plural(new, 'new paper')}: 'triage tag' assesses {them} for the queue.[/dim]")
+        err_console.print(
+            f"[dim]{plural(new, 'new paper')}: 'triage tag' assesses {them} for the queue.[/dim]"
+        )
     if enrich_failed or any(not r.ok for r in reports):
         raise typer.Exit(1)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from assistant.feeds.http import FetchError
 from assistant.feeds.model import FeedSpec, FeedState
-from assistant.feeds.sources import Batch, Context, Item, source_label, unlabelled
+from assistant.feeds.sources import Batch, Context, Item, source_label
 from assistant.ingest.csljson import s2_to_record
 from assistant.ingest.records import RecordError, record_to_paper
 from assistant.models import Paper
@@ -40,14 +40,10 @@ def _stamp(entry: dict[str, Any]) -> str:
 
 
 def s2_paper(entry: Any, source: str) -> Paper:
-    """A Graph API paper object as a Paper (RecordError if it is not one). Abstracts Semantic
-    Scholar has from publishers often begin with their "Abstract" label: it goes."""
+    """A Graph API paper object as a Paper (RecordError if it is not one)."""
     if not isinstance(entry, dict):
         raise RecordError(f"expected a paper object, got {type(entry).__name__}")
-    record = s2_to_record(entry)
-    if isinstance(record.get("abstract"), str):
-        record["abstract"] = unlabelled(record["abstract"])
-    return record_to_paper(record, source)
+    return record_to_paper(s2_to_record(entry), source)
 
 
 def s2_id(paper: Paper) -> str | None:

@@ -253,34 +253,11 @@ def fetch_hf(spec: FeedSpec, state: FeedState, ctx: Context) -> Batch:
 # -- RSS / Atom ----------------------------------------------------------------------------
 
 _TAG = re.compile(r"<[^>]+>")
-# A label before the abstract itself: `Abstract`, `Abstract:`, `ABSTRACT.`, `Abstract —`, and
-# the `arXiv:... Announce Type: new` line arXiv's own RSS puts before it. Without punctuation
-# the label must be followed by a capital or a digit, so that an abstract which starts with
-# "Abstract interpretation is ..." keeps its first word.
-_ABSTRACT_LABEL = re.compile(
-    r"^\s*(?:arXiv:\S+\s+Announce Type:\s*\S+\s+)?"
-    r"(?P<label>(?i:abstract))(?:\s*[:.]|\s+[-\u2013\u2014]|(?=\s+[A-Z0-9])|\s*$)\s*"
-)
-# "Abstract Meaning Representation (AMR)": a capitalised term the acronym after it spells out.
-_TERM = re.compile(r"((?:[A-Z][\w-]*\s+){2,6})\(([A-Z]{2,})s?\)")
 
 
 def plain(text: str) -> str:
     """Feed HTML (tables of contents put markup in summaries) as plain text."""
     return " ".join(html.unescape(_TAG.sub(" ", text)).split())
-
-
-def unlabelled(abstract: str) -> str:
-    """An abstract without the "Abstract" label many journal feeds (and publishers' records on
-    Semantic Scholar) put first; the word elsewhere stays, and so does a first "Abstract" that
-    begins a term ("Abstract Meaning Representation (AMR) parsing ...")."""
-    label = _ABSTRACT_LABEL.match(abstract)
-    if label is None:
-        return abstract
-    term = _TERM.match(abstract, label.start("label"))
-    if term and "".join(w[0] for w in term.group(1).split()).upper() == term.group(2):
-        return abstract
-    return abstract[label.end() :]
 
 
 def rss_record(entry: Any) -> dict[str, Any]:
@@ -294,7 +271,7 @@ def rss_record(entry: Any) -> dict[str, Any]:
     when = entry.get("published_parsed") or entry.get("updated_parsed")
     record = {
         "title": plain(str(entry.get("title") or "")),
-        "abstract": unlabelled(plain(str(entry.get("summary") or ""))),
+        "abstract": plain(str(entry.get("summary") or "")),
         "authors": authors,
         "date": f"{when.tm_year:04d}-{when.tm_mon:02d}-{when.tm_mday:02d}" if when else None,
         "venue": entry.get("prism_publicationname"),

@@ -34,6 +34,31 @@ class RecordError(ValueError):
     """What is wrong with one record (the caller adds where it is)."""
 
 
+# A label before the abstract itself: `Abstract`, `Abstract:`, `ABSTRACT.`, `Abstract —`, and
+# the `arXiv:... Announce Type: new` line arXiv's own RSS puts before it. Without punctuation
+# the label must be followed by a capital or a digit, so that an abstract which starts with
+# "Abstract interpretation is ..." keeps its first word.
+_ABSTRACT_LABEL = re.compile(
+    r"^\s*(?:arXiv:\S+\s+Announce Type:\s*\S+\s+)?"
+    r"(?P<label>(?i:abstract))(?:\s*[:.]|\s+[-\u2013\u2014]|(?=\s+[A-Z0-9])|\s*$)\s*"
+)
+# "Abstract Meaning Representation (AMR)": a capitalised term the acronym after it spells out.
+_TERM = re.compile(r"((?:[A-Z][\w-]*\s+){2,6})\(([A-Z]{2,})s?\)")
+
+
+def unlabelled(abstract: str) -> str:
+    """An abstract without the "Abstract" label publishers put first (journal feeds, Semantic
+    Scholar's records, reference managers' exports); the word elsewhere stays, and so does a
+    first "Abstract" that begins a term ("Abstract Meaning Representation (AMR) parsing ...")."""
+    label = _ABSTRACT_LABEL.match(abstract)
+    if label is None:
+        return abstract
+    term = _TERM.match(abstract, label.start("label"))
+    if term and "".join(w[0] for w in term.group(1).split()).upper() == term.group(2):
+        return abstract
+    return abstract[label.end() :]
+
+
 def _text(name: str, value: Any) -> str | None:
     if value is None:
         return None
@@ -170,7 +195,7 @@ def record_to_paper(record: Any, source: str) -> Paper:
     try:
         return Paper.create(
             title=title,
-            abstract=_text("abstract", record.get("abstract")) or "",
+            abstract=unlabelled(_text("abstract", record.get("abstract")) or ""),
             authors=authors,
             year=year,
             date=dt,
