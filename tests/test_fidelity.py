@@ -27,6 +27,7 @@ from assistant.export.common import ExportContext
 from assistant.export.latex import balanced, readable
 from assistant.ingest import parse_file
 from assistant.ingest.bibtex import ResolveStrings
+from assistant.ingest.records import unlabelled
 from assistant.ingest.ris import LIST_TAGS
 from assistant.models import Assessment, Decision, Paper, StoredPaper, parse_name
 from assistant.store import _paper_from, paper_metadata
@@ -165,6 +166,8 @@ def test_ris_round_trip_keeps_every_tag(name: str) -> None:
                 continue
             if key in ("title", "abstract"):  # math is written as readable text in RIS
                 value = readable(str(value))
+            if key == "abstract":  # a publisher's leading "Abstract" label is not kept (README)
+                value = unlabelled(value)
             got = have.get(key)
             if isinstance(value, str) and isinstance(got, str):  # whitespace normalised (README)
                 value, got = (" ".join(unicodedata.normalize("NFKC", v).split()) for v in (value, got))
@@ -257,11 +260,37 @@ def test_math_stays_math_in_bib_and_reads_as_text_in_csl_and_ris() -> None:
         # ...and none before a parenthesis, where LaTeX puts none.
         ("$\\log(n)$", "log(n)"),
         ("$\\max\\{a, b\\}$", "max{a, b}"),
-        # A relation or binary operator keeps the space the source put after it.
+        # A relation or binary operator has one space each side, as LaTeX prints it, whatever
+        # the source had...
         ("$x \\in X$", "x ∈ X"),
         ("$n \\to \\infty$", "n → ∞"),
-        ("$a\\cdot b$", "a·b"),
+        ("$a\\cdot b$", "a · b"),
         ("$t \\in\\{0, 1\\}$", "t ∈ {0, 1}"),
+        ("$N = 10^6$", "N = 10⁶"),
+        ("$N=10^6$", "N = 10⁶"),
+        ("$\\alpha \\pm 0.1$", "α ± 0.1"),
+        ("$\\alpha\\pm0.1$", "α ± 0.1"),
+        ("$p<0.05$", "p < 0.05"),
+        ("$x>0$", "x > 0"),
+        ("$x\\leq y$", "x ≤ y"),
+        ("$\\Delta E\\approx 0$", "ΔE ≈ 0"),
+        ("$a \\ne b$", "a ≠ b"),  # a relation pylatexenc would drop
+        ("$x^2+y^2=z^2$", "x² + y² = z²"),
+        ("$a  =  b$", "a = b"),
+        ("$\\|x\\|_2 \\leq 1$", "‖x‖₂ ≤ 1"),
+        ("$\\log = 1$", "log = 1"),
+        # ...but a sign is glued to what it signs, two relations in a row are one (`:=`), and
+        # nothing is spaced inside a script, a fraction or text.
+        ("$-1$", "-1"),
+        ("$f(x) = -x$", "f(x) = -x"),
+        ("$a = \\pm b$", "a = ±b"),
+        ("$(-1)^n$", "(-1)ⁿ"),
+        ("$x := y$", "x := y"),
+        ("$x_{t-1} = y$", "xₜ₋₁ = y"),
+        ("$10^{-3}$", "10⁻³"),
+        ("$\\text{state-of-the-art}$", "state-of-the-art"),
+        ("$a{=}b$", "a=b"),
+        ("$1{,}000$", "1,000"),
         # No space where LaTeX has none; a symbol with a script is kept, not dropped.
         ("$\\alpha_i$", "α_i"),
         ("$\\alpha x$", "αx"),
@@ -284,6 +313,22 @@ def test_operator_spacing_in_csl_json_and_ris_exports() -> None:
     assert csl["abstract"] == "We bound sin x by x."
     ris = render("ris", items, ExportContext())
     assert "TI  - Sorting in O(n log n) time" in ris and "AB  - We bound sin x by x." in ris
+
+
+def test_relation_and_operator_spacing_in_csl_json_and_ris_exports() -> None:
+    """A new user's title: `=` and `\\pm` kept their spaces in neither format (`α±0.1`)."""
+    paper = Paper.create(
+        title="Scaling with $N = 10^6$ tokens and $\\alpha \\pm 0.1$",
+        abstract="Loss falls as $L\\approx N^{-0.07}$ while $p<0.05$ and $x \\leq 1$.",
+    )
+    items = [StoredPaper(paper=paper)]
+    (csl,) = json.loads(render("csl-json", items, ExportContext()))
+    nocase = '<span class="nocase">{}</span>'
+    assert csl["title"] == f"Scaling with {nocase.format('N = 10⁶')} tokens and {nocase.format('α ± 0.1')}"
+    assert csl["abstract"] == "Loss falls as L ≈ N^-0.07 while p < 0.05 and x ≤ 1."
+    (record,) = _ris_records(render("ris", items, ExportContext()))
+    assert record["title"] == "Scaling with N = 10⁶ tokens and α ± 0.1"
+    assert record["abstract"] == csl["abstract"]
 
 
 def test_structured_names_from_every_source_to_every_export() -> None:
@@ -350,13 +395,15 @@ def test_every_source_field_is_kept_at_import() -> None:
 
 
 def test_source_keywords_are_kept_and_tags_added() -> None:
-    item = items_of("thesis.bib")[6]
+    """The source's keywords first, then the researcher's tags, then an LLM's topic labels (the
+    offline engine's extracted terms are not keywords: tests/test_export_keywords.py)."""
+    item = items_of("thesis.bib", tags=["to-cite"])[6]
     assert item.paper.extra["citekey"] == "vaswani2017jmlr"
-    tagged = item.model_copy(update={"assessment": Assessment(tags=["transformers"], engine="offline")})
+    tagged = item.model_copy(update={"assessment": Assessment(tags=["transformers"], engine="llm")})
     entry = bib_entries(render("bib", [tagged], ExportContext()))["vaswani2017jmlr"]
-    assert entry["keywords"] == "attention, sparsity, transformers"
+    assert entry["keywords"] == "attention, sparsity, to-cite, transformers"
     csl = json.loads(render("csl-json", [tagged], ExportContext()))[0]
-    assert csl["keyword"] == "attention, sparsity, transformers"
+    assert csl["keyword"] == "attention, sparsity, to-cite, transformers"
 
 
 def test_item_types_are_kept() -> None:
@@ -455,3 +502,11 @@ def test_listing_titles_split_at_the_glue_point(line: str, title: str, first: st
 
     got, authors = split_glued_title(line)
     assert got == title and authors is not None and authors[0][0] == first
+
+
+def test_deeply_nested_math_does_not_break_the_text() -> None:
+    """Hostile input: braces nested thousands deep inside math read as text without a crash
+    (the spacing of relations stops short of such depths)."""
+    title = "On $" + "{" * 3000 + "x=y" + "}" * 3000 + "$ and $a=b$"
+    text = readable(title)
+    assert "x=y" in text and text.endswith("a = b")

@@ -30,6 +30,7 @@ from pylatexenc.latex2text import LatexNodes2Text
 
 from assistant.export import latex
 from assistant.export.common import (
+    KEYWORD_SEPARATORS,
     ExportContext,
     authors,
     biblio_field,
@@ -295,11 +296,9 @@ def entry(item: StoredPaper, key: str, dialect: str = "bib") -> Entry:
         fields.append(Field("url", verbatim(url)))
     if p.abstract:
         fields.append(Field("abstract", escape(p.abstract, utf8)))
-    words = keywords(item)
+    words = keywords(item, KEYWORD_SEPARATORS)
     if words:
-        fields.append(
-            Field("keywords", escape(", ".join(one_line(t).replace(",", " ") for t in words), utf8))
-        )
+        fields.append(Field("keywords", escape(", ".join(words), utf8)))
     notes = [str(source[n]) for n in ("annote", "annotation") if isinstance(source.get(n), str)]
     annote = "\n\n".join(
         [*(_decode_raw(n) for n in notes), *([item.decision.note] if item.decision.note else [])]

@@ -109,16 +109,39 @@ def editors(paper: Paper) -> list[Person]:
     return list(paper.biblio.editors) if paper.biblio else []
 
 
-def keywords(item: StoredPaper) -> list[str]:
-    """The source's own keywords, then the engine's tags and the researcher's (added, never
-    instead), without repeats."""
+OFFLINE_ENGINE = "offline"  # `assistant.triage.offline.ENGINE`, named here so as not to load the engine
+# What readers split a one-string keyword list at: biber and JabRef at commas, Zotero and this
+# tool's own import (BibTeX `keywords`, CSL-JSON `keyword`) at commas and semicolons.
+KEYWORD_SEPARATORS = ",;"
+
+
+def keyword_text(word: str, separators: str = KEYWORD_SEPARATORS) -> str:
+    """One keyword as one item of a list that readers split at `separators`: a separator inside it
+    becomes a space (`Lymphoma, B-Cell` -> `Lymphoma B-Cell`), so it never comes back as two."""
+    for separator in separators:
+        word = word.replace(separator, " ")
+    return one_line(word)
+
+
+def keywords(item: StoredPaper, separators: str = "") -> list[str]:
+    """The paper's keywords for a reference manager: the source record's own, then the
+    researcher's tags, then an LLM assessment's tags (topic labels it chose for the paper), each
+    once and on one line, with `separators` inside a keyword made spaces (see `keyword_text`).
+
+    The offline engine's tags are not keywords: they are words cut from the title ("editor" and
+    "entry" from "An Entry With No Author and No Editor", "cdm" from "$\\Lambda$CDM"), there to
+    rank and filter, and a reference manager would keep them as the researcher's subject tags. A
+    researcher who wants one as a keyword adds it as their own tag."""
     own = item.paper.biblio.keywords if item.paper.biblio else []
+    assessment = item.assessment
+    engine = assessment.tags if assessment and assessment.engine != OFFLINE_ENGINE else []
     seen: set[str] = set()
     out = []
-    for word in [*own, *all_tags(item)]:
-        if word.casefold() not in seen:
-            seen.add(word.casefold())
-            out.append(word)
+    for word in [*own, *item.decision.tags, *engine]:
+        text = keyword_text(word, separators)
+        if text and text.casefold() not in seen:
+            seen.add(text.casefold())
+            out.append(text)
     return out
 
 

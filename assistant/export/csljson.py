@@ -19,6 +19,7 @@ from typing import Any
 
 from assistant.export.common import (
     CONTAINER_TYPES,
+    KEYWORD_SEPARATORS,
     ExportContext,
     authors,
     csl_type,
@@ -105,7 +106,7 @@ def item(entry: StoredPaper, key: str) -> dict[str, Any]:
     if biblio and biblio.source_format == "csl-json":
         for name, value in biblio.source_fields.items():
             out.setdefault(name, value)
-    words = keywords(entry)
+    words = keywords(entry, KEYWORD_SEPARATORS)
     if words:
         out["keyword"] = ", ".join(words)
     annote = [fields["annote"]] if fields.get("annote") else []

@@ -8,7 +8,7 @@ import csv
 import io
 from collections.abc import Sequence
 
-from assistant.export.common import ExportContext, all_tags, link, topic_names, topic_score
+from assistant.export.common import ExportContext, all_tags, keyword_text, link, topic_names, topic_score
 from assistant.models import StoredPaper
 
 FORMULA_START = tuple("=+-@\t\r\n") + ("＝", "＋", "－", "＠")
@@ -41,7 +41,7 @@ def write(items: Sequence[StoredPaper], context: ExportContext) -> str:
             link(item) or "",
             *(s.score if s else "" for s in scores),
             round(a.relevance, 2) if a else "",
-            "; ".join(all_tags(item)),
+            "; ".join(keyword_text(t, ";") for t in all_tags(item)),  # a `;` in a tag: not two tags
             d.status.value,
             "yes" if d.starred else "",
             "; ".join(d.lists),

@@ -165,9 +165,9 @@ def record(item: StoredPaper, key: str) -> dict[str, Any]:
             if name == "alternate_title1" and source.get("abbreviation_tag") == "alternate_title2":
                 name = "alternate_title2"
             ref[name] = _text(value)
-    words = keywords(item)
+    words = keywords(item)  # one KW line each: a comma in a keyword stays (`Lymphoma, B-Cell`)
     if words:
-        ref["keywords"] = [one_line(t) for t in words]
+        ref["keywords"] = words
     notes = [n for n in (biblio_field(p, "note"), item.decision.note) if n]
     if notes:
         ref["notes"] = [_note(n) for n in notes]
