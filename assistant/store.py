@@ -413,18 +413,8 @@ class Store:
         if self.lock_path is None:
             yield
             return
-        try:
-            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(self.lock_path, "a+b")  # noqa: SIM115 - held for the block
-        except OSError:
+        with _file_lock(self.lock_path):
             yield
-            return
-        with handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def upsert_papers(
         self,
@@ -1065,8 +1055,17 @@ def _creating(settings: Settings) -> Iterator[None]:
     if settings.chroma_url or (settings.store / "chroma.sqlite3").exists():
         yield
         return
+    with _file_lock(settings.store / "triage-create.lock"):
+        yield
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` across processes on this machine; a lock file that
+    cannot be made (a read-only store) is not taken: what the lock guards then fails itself."""
     try:
-        handle = open(settings.store / "triage-create.lock", "a+b")  # noqa: SIM115 - held for the block
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+b")  # noqa: SIM115 - held for the block
     except OSError:
         yield
         return
