@@ -51,6 +51,12 @@ def run_offline_tag(force: bool, limit: int | None, rank_all: bool = False, writ
             rank_all=rank_all,
             write=write,
         )
+    if report.rescored and write:
+        console.print(
+            f"The store has {report.total} papers, against {report.corpus_before} when every paper was "
+            f"last scored: {report.rescored} scored papers are scored again, so that old and new "
+            "scores compare."
+        )
     if not write:
         console.print(f"Ranked {report.total} papers with the offline engine (dry run: nothing stored).")
     elif report.assessed == 0:

@@ -12,6 +12,14 @@ from assistant.triage.keys import engine_key
 from assistant.triage.offline import Corpus, OfflineEngine
 
 CHUNK = 200
+# The offline engine scores a paper against the whole store (its words' rarity, each topic's
+# best matches, the spread of the scores), so a score made when the store was much smaller is
+# not comparable with one made now. When the store has changed by this share of its papers
+# since the last pass that scored every paper (or it is small, and a pass costs nothing), every
+# offline assessment is made again, not just the new papers'.
+CORPUS_DRIFT = 0.05
+ALWAYS_WHOLE_BELOW = 500
+CORPUS_KEY = "offline_corpus"  # the store's value: how many papers the last whole pass saw
 
 
 @dataclass
@@ -23,6 +31,10 @@ class TagReport:
     up_to_date: int = 0
     seconds: float = 0.0
     ids: list[str] = field(default_factory=list)
+    # Papers whose offline score was made again because the store changed (see CORPUS_DRIFT),
+    # and the store's size at the last whole pass.
+    rescored: int = 0
+    corpus_before: int | None = None
     # With rank_all: the offline relevance of every paper, stored or not (for the cascade).
     relevance: dict[str, float] = field(default_factory=dict)
 
@@ -58,13 +70,27 @@ def tag_offline(
         else:
             keys[item.paper.id] = a.key if a else ""
     report.total = len(documents)
+    current = {pid for pid, doc in documents.items() if keys[pid] == engine_key(doc, agenda)}
+    seen = store.get_value(CORPUS_KEY)
+    report.corpus_before = seen if isinstance(seen, int) else None
+    drifted = (
+        report.corpus_before is not None
+        and report.corpus_before != report.total
+        and (
+            report.total < ALWAYS_WHOLE_BELOW
+            or abs(report.total - report.corpus_before) >= CORPUS_DRIFT * report.corpus_before
+        )
+    )
     todo = [
         pid
-        for pid, doc in documents.items()
-        if keys[pid] != "keep"
-        and (only is None or pid in only)
-        and (force or keys[pid] != engine_key(doc, agenda))
+        for pid in documents
+        if keys[pid] != "keep" and (only is None or pid in only) and (force or drifted or pid not in current)
     ]
+    report.rescored = len([pid for pid in todo if pid in current]) if drifted and not force else 0
+    eligible = sum(1 for pid in documents if keys[pid] != "keep")
+    # Every offline score is now made against this store: the next passes measure from here. A
+    # store that never recorded it (made by an earlier version) starts measuring now.
+    whole = only is None and (limit is None or limit >= len(todo)) and len(todo) == eligible
     report.up_to_date = report.total - len(todo)
     if limit is not None:
         todo = todo[:limit]
@@ -90,5 +116,7 @@ def tag_offline(
                 report.ids.extend(stored)
                 if on_progress:
                     on_progress(len(stored))
+    if write and report.corpus_before != report.total and (whole or report.corpus_before is None):
+        store.set_value(CORPUS_KEY, report.total)
     report.seconds = time.perf_counter() - start
     return report
