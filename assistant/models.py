@@ -7,6 +7,7 @@ import re
 import unicodedata
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -60,6 +61,8 @@ def canonical_id(text: str) -> str:
     `doi:10.…` (arXiv's own DOI -> the arXiv id); a prefix in any case. Anything else is
     returned trimmed, as given."""
     value = text.strip()
+    if "%" in value and "://" in value:  # a DOI URL copied percent-encoded (`10.5555%2FJFR...`)
+        value = unquote(value)
     head, sep, rest = value.partition(":")
     if sep and head.lower() in ("arxiv", "doi", "title") and rest and not rest.startswith("//"):
         value = f"{head.lower()}:{rest.strip()}"
@@ -69,9 +72,9 @@ def canonical_id(text: str) -> str:
     doi = normalize_doi(value) if lowered.startswith(("doi:", "10.")) or "doi.org/" in lowered else None
     if doi and not is_arxiv_doi(doi):
         return f"doi:{doi}"
-    named = doi or lowered.startswith("arxiv") or "arxiv.org/" in lowered
+    named = lowered.startswith("arxiv") or "arxiv.org/" in lowered
     bare = _ARXIV_NEW.fullmatch(value) or _ARXIV_OLD.fullmatch(value)
-    arxiv = normalize_arxiv_id(value) if named or bare else None
+    arxiv = normalize_arxiv_id(doi or value) if doi or named or bare else None
     return f"arxiv:{arxiv}" if arxiv else value
 
 

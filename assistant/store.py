@@ -704,6 +704,25 @@ class Store:
                 found[pid] = (pid, _opt(m.get("arxiv_id")), _opt(m.get("doi")), key)
         return list(found.values())
 
+    def resolve_ids(self, ids: Sequence[str]) -> list[str]:
+        """Each id as the store has it: a paper's own id, else for a `doi:` or `arxiv:` id the
+        paper that carries that DOI or arXiv id (a paper with both is stored under its arXiv
+        id); an id nothing matches comes back unchanged."""
+        if not ids:
+            return []
+        known = set(self.collection.get(ids=list(dict.fromkeys(ids)), include=[])["ids"])
+        missing = [i for i in ids if i not in known]
+        dois = {i.removeprefix("doi:"): i for i in missing if i.startswith("doi:")}
+        arxiv = {i.removeprefix("arxiv:"): i for i in missing if i.startswith("arxiv:")}
+        found: dict[str, str] = {}
+        if dois or arxiv:
+            for pid, arxiv_id, doi, _ in self.find_known([], sorted(arxiv), sorted(dois), []):
+                if doi in dois:
+                    found.setdefault(dois[doi], pid)
+                if arxiv_id in arxiv:
+                    found.setdefault(arxiv[arxiv_id], pid)
+        return [found.get(i, i) for i in ids]
+
     # -- reading ----------------------------------------------------------------
 
     def get(self, paper_id: str) -> StoredPaper | None:

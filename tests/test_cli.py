@@ -252,6 +252,7 @@ def test_ids_as_a_researcher_types_them(tmp_path: Path) -> None:
             "title": "Sparse attention at scale",
             "abstract": "We study sparse attention.",
             "arxiv_id": "2401.01234",
+            "doi": "10.1234/Sparse.2024.77",
         },
         {"title": "A journal paper", "abstract": "On parsing.", "doi": "10.1145/3292500.3330701"},
     ]
@@ -264,7 +265,10 @@ def test_ids_as_a_researcher_types_them(tmp_path: Path) -> None:
     for typed in ("2401.01234v2", "ARXIV:2401.01234", "https://arxiv.org/abs/2401.01234v3"):
         shown = triage("show", typed)
         assert shown.exit_code == 0 and "Sparse attention at scale" in shown.output, typed
-    assert "A journal paper" in triage("show", "https://doi.org/10.1145/3292500.3330701").output
+    assert "A journal paper" in triage("show", "https://doi.org/10.1145%2F3292500.3330701").output
+    # A paper with an arXiv id is stored under it: its publisher DOI and arXiv's DOI find it too.
+    for doi in ("https://doi.org/10.1234/SPARSE.2024.77", "10.48550/arXiv.2401.01234"):
+        assert "Sparse attention at scale" in triage("show", doi).output, doi
     marked = triage("mark", "2401.01234v1", "--accept")
     assert marked.exit_code == 0 and "arxiv:2401.01234: accepted" in marked.output
     assert triage("note", "DOI:10.1145/3292500.3330701", "read later").exit_code == 0
@@ -357,3 +361,27 @@ def test_an_abstract_label_from_a_reference_manager_is_dropped(tmp_path: Path) -
         "Abstract interpretation is a theory of sound approximation.",
         "Objectives The objective was to compare adapters.",
     ]
+
+
+def test_offline_scores_made_before_an_import_are_made_again(tmp_path: Path) -> None:
+    """The offline engine scores against the whole store: after an import, `tag` scores the
+    old papers again too, so every score in the queue is the one a fresh pass would give."""
+    store = tmp_path / "store"
+    first = write_lines(tmp_path / "a.jsonl", [json.dumps(r) for r in sample_records(30)])
+    more = write_lines(tmp_path / "b.jsonl", [json.dumps(r) for r in sample_records()[30:36]])
+
+    def triage(*args: str):  # type: ignore[no-untyped-def]
+        return runner.invoke(app, ["--store", str(store), *args], env={"COLUMNS": "200"})
+
+    def scores() -> dict[str, float]:
+        lines = triage("ranked", "--json", "--all").stdout.splitlines()
+        return {r["paper"]["id"]: r["assessment"]["relevance"] for r in map(json.loads, lines)}
+
+    for args in (["init"], ["ingest", str(first)], ["tag"], ["ingest", str(more)]):
+        assert triage(*args).exit_code == 0
+    again = triage("tag")
+    assert "30 scored papers are scored again" in again.output and "Assessed 36 papers" in again.output
+    incremental = scores()
+    assert triage("tag", "--force").exit_code == 0
+    assert scores() == incremental
+    assert "nothing to assess" in triage("tag").output

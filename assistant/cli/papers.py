@@ -281,9 +281,7 @@ def split(
 
     The record becomes a paper of its own (undecided, to be tagged); the paper gets back what it
     had without it. Decisions, notes and lists stay with the paper."""
-    from assistant.models import canonical_id
-
-    paper_id = canonical_id(paper_id)
+    paper_id = read_ids([paper_id])[0]
     store = state.store
     if store.get(paper_id) is None:
         raise TriageError(f"no paper with id {paper_id!r}; 'triage search TEXT' finds ids")

@@ -71,9 +71,7 @@ def note(
     text: Annotated[str, typer.Argument(help="The note; an empty string clears it.")],
 ) -> None:
     """Write (or clear) a paper's note."""
-    from assistant.models import canonical_id
-
-    paper_id = canonical_id(paper_id)
+    paper_id = read_ids([paper_id])[0]
     if state.store.get(paper_id) is None:
         raise TriageError(f"no paper with id {paper_id!r}; 'triage search TEXT' finds ids")
     state.store.update_decision(paper_id, note=text.strip())

@@ -190,7 +190,8 @@ def user_errors(func: F) -> F:
 
 def read_ids(args: list[str]) -> list[str]:
     """The ids given, with '-' replaced by the ids on standard input (plain, or JSON lines),
-    each as the store spells it (`2401.01234v2` -> `arxiv:2401.01234`)."""
+    each as the store has it: `2401.01234v2` -> `arxiv:2401.01234`, a DOI -> the id of the
+    paper carrying it (`arxiv:...` when it has an arXiv id too)."""
     from assistant.models import canonical_id
 
     ids: list[str] = []
@@ -211,7 +212,7 @@ def read_ids(args: list[str]) -> list[str]:
             ids.append(canonical_id(line))
     if not ids:
         raise TriageError("no paper ids given")
-    return ids
+    return state.store.resolve_ids(ids)
 
 
 def _disk_full() -> DiskFullError:

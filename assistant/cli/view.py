@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assistant.cli.shared import app, console, err_console, state, user_errors
+from assistant.cli.shared import app, console, err_console, read_ids, state, user_errors
 from assistant.errors import TriageError
 from assistant.render import papers_table, relevance_bar
 from assistant.status import Status
@@ -246,9 +246,7 @@ def ranked(
 @user_errors
 def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage ranked' prints it.")]) -> None:
     """Print one paper with its assessment and decision."""
-    from assistant.models import canonical_id
-
-    paper_id = canonical_id(paper_id)
+    paper_id = read_ids([paper_id])[0]
     item = state.store.get(paper_id)
     if item is None:
         raise TriageError(f"no paper with id {paper_id!r}; 'triage search TEXT' finds ids")
