@@ -290,7 +290,14 @@ def test_command_line_mistakes_are_caught_before_the_store_is_made(tmp_path: Pat
     )
     bogus = triage("ingest", "--format", "bogus", str(papers))
     assert bogus.exit_code == 1 and "unknown format 'bogus'" in bogus.output
-    assert not store.exists()
+    empty = tmp_path / "empty.bib"
+    empty.write_text("", encoding="utf-8")
+    assert triage("ingest", str(empty)).exit_code == 1
+    ris = tmp_path / "one.ris"
+    ris.write_text("TY  - JOUR\nTI  - A paper\nAU  - Doe, Jane\nPY  - 2023\nER  - \n", encoding="utf-8")
+    wrong = triage("ingest", "--format", "bibtex", str(ris))
+    assert wrong.exit_code == 1 and "no papers found in it as bibtex: it looks like ris" in wrong.output
+    assert not store.exists()  # nothing was importable: no store was made
     assert triage("ingest", "-f", "JSONL", str(papers)).exit_code == 0  # any case
     empty = triage("search", "  ")
     assert empty.exit_code == 1 and "nothing to search for" in empty.output

@@ -26,15 +26,14 @@ def run_ingest(paths: list[Path], fmt: str | None) -> list[FileReport]:
     """Import files with a progress bar; print the per-file table and every skipped record."""
     from assistant.ingest import ingest_files
 
-    store = state.store
     with progress() as bar:
         task = bar.add_task("importing", total=None)
 
         def parsed(path: Path, n: int) -> None:
             bar.update(task, description=f"importing {path.name}", total=n, completed=0)
 
-        reports = ingest_files(
-            store, paths, fmt, on_progress=lambda n: bar.advance(task, n), on_parsed=parsed
+        reports = ingest_files(  # the store is opened (or made) once a file has papers to store
+            lambda: state.store, paths, fmt, on_progress=lambda n: bar.advance(task, n), on_parsed=parsed
         )
     print_ingest(reports)
     return reports
@@ -125,7 +124,8 @@ def ingest(
             )
         print_ingest([report])
         reports.append(report)
-    record_import(state.store, reports)
+    if any(r.error is None for r in reports):  # files that all failed to parse made no store
+        record_import(state.store, reports)
     imported = list(dict.fromkeys(pid for r in reports for pid in r.ids))
     enrich_failed = False
     if imported and enrich:

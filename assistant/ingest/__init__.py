@@ -133,18 +133,32 @@ def parse_file(path: Path, fmt: str | None = None) -> tuple[str, ParseResult]:
         raise InputError("the file is empty: there are no papers in it", path=path)
     if fmt is not None and fmt not in PARSERS:
         raise InputError(f"unknown format {fmt!r}; known: {', '.join(PARSERS)}", path=path)
+    forced = fmt
     fmt = fmt or detect_format(path, text)
-    return fmt, PARSERS[fmt](path, text)
+    result = PARSERS[fmt](path, text)
+    if not result.records and not result.papers and not result.errors:
+        hint = ""
+        if forced:
+            try:
+                looks = detect_format(path, text)
+            except InputError:
+                looks = None
+            if looks and looks != forced:
+                hint = f": it looks like {looks} (leave out --format, or give --format {looks})"
+        raise InputError(f"no papers found in it as {fmt}{hint}", path=path)
+    return fmt, result
 
 
 def ingest_files(
-    store: Store,
+    store: Store | Callable[[], Store],
     paths: list[Path],
     fmt: str | None = None,
     on_progress: Callable[[int], None] | None = None,
     on_parsed: Callable[[Path, int], None] | None = None,
 ) -> list[FileReport]:
-    """Import every file; a bad file or record is reported and the rest still imports."""
+    """Import every file; a bad file or record is reported and the rest still imports. `store`
+    may be a function that opens it: it is called once a file has papers to store, so files
+    that all fail to parse leave no store behind."""
     reports = []
     for path in paths:
         report = FileReport(path=str(path))
@@ -165,6 +179,8 @@ def ingest_files(
         report.skipped = result.errors
         if on_parsed:
             on_parsed(path, len(result.papers))
+        if callable(store):
+            store = store()
         try:
             ids = store_papers(store, result.papers, report, on_progress)
         except Exception as exc:
