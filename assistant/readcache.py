@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from assistant.models import StoredPaper
     from assistant.personal import Ranking
 
-VERSION = 1
+VERSION = 2
 
 Signature = tuple[int, int, Any, tuple[tuple[str, int], ...]]
 
@@ -149,3 +149,4 @@ class RankedQueue:
     items: list[StoredPaper]
     ranking: RankSummary | None
     notes: list[str]
+    unassessed: int = 0  # papers in the store with no assessment (not in the queue)

@@ -386,6 +386,9 @@ def test_offline_scores_made_before_an_import_are_made_again(tmp_path: Path) -> 
 
     for args in (["init"], ["ingest", str(first)], ["tag"], ["ingest", str(more)]):
         assert triage(*args).exit_code == 0
+    waiting = triage("ranked")
+    assert "6 papers are not assessed yet and not ranked here" in " ".join(waiting.output.split())
+    assert re.search(r"not yet \('triage tag' does\)\s*│\s+6\s", triage("stats").output)
     again = triage("tag")
     assert "30 scored papers are scored again" in again.output and "Assessed 36 papers" in again.output
     incremental = scores()

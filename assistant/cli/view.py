@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assistant.cli.shared import app, console, err_console, read_ids, state, user_errors
+from assistant.cli.shared import app, console, err_console, plural, read_ids, state, user_errors
 from assistant.errors import TriageError
 from assistant.render import papers_table, relevance_bar
 from assistant.status import Status
@@ -68,6 +68,8 @@ def stats() -> None:
         rows.append(("starred", store.count({"starred": True})))
         assessed = [i for i in store.iter_all({"relevance": {"$gte": 0}}) if i.assessment]
         rows.append(("assessed", len(assessed)))
+        if rows[0][1] > len(assessed):
+            rows.append(("  not yet ('triage tag' does)", rows[0][1] - len(assessed)))
         if key is not None:
             rows.append(("  stale ('triage tag' redoes)", len(state.stale(assessed))))
         rows.append(("failed assessments", store.count({"failed": True})))
@@ -124,7 +126,9 @@ def assessed_queue() -> RankedQueue:
     summary = (
         readcache.RankSummary.of(personal.ranking, {i.paper.id: None for i in items}) if personal else None
     )
-    queue = readcache.RankedQueue(items, summary, personal.notes if personal else [])
+    queue = readcache.RankedQueue(
+        items, summary, personal.notes if personal else [], store.count() - len(items)
+    )
     if personal is not None:  # not when the model failed: the next read tries again
         readcache.save(settings, "ranked", topics, queue, before)
     return queue
@@ -218,6 +222,12 @@ def ranked(
             which = ", ".join(s.value for s in statuses) if statuses else "any"
             console.print(f"No assessed papers with status {which}; --all shows every paper.")
         return
+    if queue.unassessed:
+        n = queue.unassessed
+        err_console.print(
+            f"[yellow]note:[/yellow] {plural(n, 'paper')} {'is' if n == 1 else 'are'} not assessed yet "
+            f"and not ranked here: 'triage tag' assesses {'it' if n == 1 else 'them'}."
+        )
     stale = state.stale(items)
     marks = (
         {i.paper.id: "↑" if ranking.disagreement(i.paper.id) > 0 else "↓" for i in items}
