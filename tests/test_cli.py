@@ -190,7 +190,7 @@ def test_rm_deletes_papers_and_undoes_the_last_import(tmp_path: Path) -> None:
     remaining = [json.loads(line)["paper"] for line in triage("export", "-f", "jsonl").stdout.splitlines()]
     assert len(remaining) == 10
     again = triage("rm", "--last-import", "--yes")
-    assert again.exit_code == 1 and "no import is recorded" in again.output
+    assert again.exit_code == 1 and "junk.jsonl" in again.output and "was undone already" in again.output
     first = next(p["id"] for p in remaining if p["sources"] == ["jsonl:good.jsonl"])
     assert triage("mark", first, "--accept").exit_code == 0
     one = triage("rm", first, "--yes")

@@ -187,7 +187,7 @@ def rm(
 
     Undo a wrong import with --last-import (only the papers it made: papers it merged into
     were there before and stay), or name the file with --source."""
-    from assistant.ingest import last_import
+    from assistant.ingest import last_import, undo_last_import, was_undone
 
     store = state.store
     chosen: list[str] = []
@@ -211,6 +211,8 @@ def rm(
             )
         made, files, when = found
         what = f"the last import ({', '.join(Path(f).name for f in files) or 'no file'}, {_when(when)})"
+        if was_undone(store):
+            raise TriageError(f"{what} was undone already: nothing to delete")
         if not made:
             raise TriageError(
                 f"{what} made no new papers (it merged into papers already there): nothing to delete"
@@ -257,7 +259,7 @@ def rm(
     removed = store.delete_papers([i.paper.id for i in items])
     console.print(f"Deleted {plural(removed, 'paper')}.")
     if last and removed:
-        store.set_value("last-import", None)
+        undo_last_import(store)
 
 
 def _when(stamp: float) -> str:

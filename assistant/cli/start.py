@@ -91,11 +91,14 @@ def demo(
     with resources.as_file(sample) as path:
         reports = run_ingest([path], "jsonl")
     record_import(state.store, reports)
-    if before:
+    made = sum(len(r.created) for r in reports)
+    if before and made:
         console.print(
             f"[yellow]The sample went into a store that already held {plural(before, 'paper')}: "
             "'triage rm --last-import' takes it back out.[/yellow]"
         )
+    elif before:
+        console.print("[dim]The sample was in this store already: nothing new.[/dim]")
     tag.run_offline_tag(force=False, limit=None)
     console.print(
         papers_table(ranked_items(top)[0], f"Top {top} by relevance (offline engine)", width=console.width)

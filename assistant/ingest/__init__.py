@@ -291,6 +291,19 @@ def record_import(store: Store, reports: list[FileReport]) -> None:
     store.set_value(LAST_IMPORT, {"at": time.time(), "files": files, "created": created})
 
 
+def undo_last_import(store: Store) -> None:
+    """Mark the last import undone (its papers were deleted): it is still the last import, so
+    `--last-import` says so rather than reaching back to an older one."""
+    value = store.get_value(LAST_IMPORT)
+    if isinstance(value, dict):
+        store.set_value(LAST_IMPORT, {**value, "created": [], "undone": True})
+
+
+def was_undone(store: Store) -> bool:
+    value = store.get_value(LAST_IMPORT)
+    return isinstance(value, dict) and bool(value.get("undone"))
+
+
 def last_import(store: Store) -> tuple[list[str], list[str], float] | None:
     """(papers made, files, when) of the last import that made any, if it is known."""
     value = store.get_value(LAST_IMPORT)
