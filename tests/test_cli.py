@@ -302,6 +302,8 @@ def test_command_line_mistakes_are_caught_before_the_store_is_made(tmp_path: Pat
     empty = triage("search", "  ")
     assert empty.exit_code == 1 and "nothing to search for" in empty.output
     assert triage("export", "--min-score", "11").exit_code == 2
+    for name in ("markdown", "bibtex", "MD"):  # the names a researcher types for formats
+        assert triage("export", "-f", name).exit_code == 0, name
 
 
 def test_stats_counts_assessments_the_agenda_has_outdated(tmp_path: Path) -> None:

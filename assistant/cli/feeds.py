@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from assistant.cli.export import OutputOption, emit, optional_agenda, queue_shift
-from assistant.cli.shared import app, console, err_console, progress, state, subcommand, user_errors
+from assistant.cli.shared import app, console, err_console, plural, progress, state, subcommand, user_errors
 from assistant.defaults import DEFAULT_MODEL, MATCH
 from assistant.errors import TriageError
 from assistant.status import Status
@@ -300,7 +300,10 @@ def fetch(
         failed = not run_enrich("abstract", made, titles=True, retry=False).ok or failed
     new = sum(r.new for r in reports)
     if new:
-        err_console.print(f"[dim]{new} new papers: 'triage tag' assesses them for the queue.[/dim]")
+        them = "it" if new == 1 else "them"
+        err_console.print(
+            f"[dim]{plural(new, 'new paper')}: 'triage tag' assesses {them} for the queue.[/dim]"
+        )
     if failed:
         raise typer.Exit(1)
 

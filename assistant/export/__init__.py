@@ -63,11 +63,16 @@ FORMATS: dict[str, ExportFormat] = {
 }
 
 
+# Names a researcher may type for a format (each format's file extensions too, without the dot).
+ALIASES = {"markdown": "md", "bibtex": "bib", "csljson": "csl-json", "json": "csl-json", "htm": "html"}
+
+
 def format_named(name: str | None, output: Path | None = None) -> ExportFormat:
     """The format called `name`, else the one `output`'s extension names."""
     known = ", ".join(FORMATS)
     if name:
-        found = FORMATS.get(name.strip().lower())
+        wanted = name.strip().lower()
+        found = FORMATS.get(ALIASES.get(wanted, wanted))
         if found is None:
             raise TriageError(f"unknown export format {name!r}; one of: {known}")
         return found

@@ -156,11 +156,12 @@ def evaluate(
     )
     decided = np.flatnonzero((labels.y >= 0) & assessed)
     accepted = (labels.y == 1) & (labels.weight >= 1.0)
-    statuses = [r.status for r in rows]
     report = EvalReport(
         decided=labels.decided,
         accepted=labels.positives,
-        maybe=sum(1 for s in statuses if s is Status.MAYBE),
+        maybe=sum(
+            1 for r in rows if r.status is Status.MAYBE and not r.starred
+        ),  # a starred one counts as starred
         rejected=labels.negatives,
         seeded=int(labels.seeded.sum()),
         assessed=len(decided),
