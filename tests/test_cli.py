@@ -397,3 +397,21 @@ def test_offline_scores_made_before_an_import_are_made_again(tmp_path: Path) -> 
     assert triage("tag", "--force").exit_code == 0
     assert scores() == incremental
     assert "nothing to assess" in triage("tag").output
+
+
+def test_a_bib_title_in_utf8_is_written_for_classic_bibtex(tmp_path: Path) -> None:
+    """A title a .bib wrote in UTF-8 is escaped in `-f bib` (pdflatex with classic BibTeX
+    stops at Greek in UTF-8), and stays UTF-8 in `-f biblatex`."""
+    bib = tmp_path / "mine.bib"
+    bib.write_text(
+        "@article{dvorak2024,\n  title = {Probing Heads in {BERT} for Čeština and Ελληνικά},\n"
+        "  author = {Dvořák, Jan},\n  year = {2024}\n}\n",
+        encoding="utf-8",
+    )
+    store = tmp_path / "store"
+    assert runner.invoke(app, ["--store", str(store), "ingest", str(bib)]).exit_code == 0
+    classic = runner.invoke(app, ["--store", str(store), "export", "-f", "bib"]).stdout
+    title = next(line for line in classic.splitlines() if line.strip().startswith("title"))
+    assert title.isascii() and "{BERT}" in title
+    utf8 = runner.invoke(app, ["--store", str(store), "export", "-f", "biblatex"]).stdout
+    assert "Ελληνικά" in utf8

@@ -199,11 +199,12 @@ def primary_class(paper: Paper) -> str | None:
     return next((c for c in paper.categories if _ARXIV_CATEGORY.match(c) and "." in c), None)
 
 
-def _source_title(paper: Paper) -> str | None:
+def _source_title(paper: Paper, utf8: bool) -> str | None:
     """The title as the source .bib spelled it, if it still reads as the paper's title and is
-    safe to write back."""
+    safe to write back: for classic BibTeX (not `utf8`), only in ASCII, since a source written
+    in UTF-8 (`Ελληνικά`) would stop pdflatex where the escaped title compiles."""
     raw = paper.biblio.source_fields.get("title") if paper.biblio else None
-    if not isinstance(raw, str):
+    if not isinstance(raw, str) or (not utf8 and not raw.isascii()):
         return None
     raw = latex.dotted_i(raw)
     if not latex.safe_raw(raw):
@@ -243,7 +244,7 @@ def entry(item: StoredPaper, key: str, dialect: str = "bib") -> Entry:
     kind, venue_field = entry_type(p, dialect)
     biblio = p.biblio
     source = biblio.source_fields if biblio and biblio.source_format == "bibtex" else {}
-    title = _source_title(p)
+    title = _source_title(p, utf8)
     fields: list[Field] = [Field("title", title if title is not None else escape_title(p.title, utf8))]
     people = authors(p)
     if people:
