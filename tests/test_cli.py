@@ -351,20 +351,27 @@ def test_an_empty_file_is_reported_alike_in_every_format(tmp_path: Path) -> None
         assert f"{name}: the file is empty" in result.output.replace(str(tmp_path) + "/", ""), name
 
 
+def imported_then_exported(tmp_path: Path, name: str, text: str, fmt: str) -> str:
+    """Import one file into a new store at tmp_path/store, and export the store in `fmt`."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    store = tmp_path / "store"
+    assert runner.invoke(app, ["--store", str(store), "ingest", str(path)]).exit_code == 0
+    return runner.invoke(app, ["--store", str(store), "export", "-f", fmt]).stdout
+
+
 def test_an_abstract_label_from_a_reference_manager_is_dropped(tmp_path: Path) -> None:
     """Publishers' abstracts often begin with their "Abstract" label, in Zotero's RIS as in
     journal feeds: it is not part of the abstract (the word elsewhere is)."""
-    ris = tmp_path / "library.ris"
-    ris.write_text(
+    exported = imported_then_exported(
+        tmp_path,
+        "library.ris",
         "TY  - JOUR\nTI  - A trial of sparse adapters\nAU  - Doe, Jane\nPY  - 2023\n"
         "AB  - Abstract Objectives The objective was to compare adapters.\nER  - \n\n"
         "TY  - JOUR\nTI  - Static analysis\nAU  - Roe, Ann\nPY  - 2022\n"
         "AB  - Abstract interpretation is a theory of sound approximation.\nER  - \n",
-        encoding="utf-8",
+        "jsonl",
     )
-    store = tmp_path / "store"
-    assert runner.invoke(app, ["--store", str(store), "ingest", str(ris)]).exit_code == 0
-    exported = runner.invoke(app, ["--store", str(store), "export", "-f", "jsonl"]).stdout
     abstracts = sorted(json.loads(line)["paper"]["abstract"] for line in exported.splitlines())
     assert abstracts == [
         "Abstract interpretation is a theory of sound approximation.",
@@ -402,15 +409,14 @@ def test_offline_scores_made_before_an_import_are_made_again(tmp_path: Path) -> 
 def test_a_bib_title_in_utf8_is_written_for_classic_bibtex(tmp_path: Path) -> None:
     """A title a .bib wrote in UTF-8 is escaped in `-f bib` (pdflatex with classic BibTeX
     stops at Greek in UTF-8), and stays UTF-8 in `-f biblatex`."""
-    bib = tmp_path / "mine.bib"
-    bib.write_text(
+    classic = imported_then_exported(
+        tmp_path,
+        "mine.bib",
         "@article{dvorak2024,\n  title = {Probing Heads in {BERT} for Čeština and Ελληνικά},\n"
         "  author = {Dvořák, Jan},\n  year = {2024}\n}\n",
-        encoding="utf-8",
+        "bib",
     )
     store = tmp_path / "store"
-    assert runner.invoke(app, ["--store", str(store), "ingest", str(bib)]).exit_code == 0
-    classic = runner.invoke(app, ["--store", str(store), "export", "-f", "bib"]).stdout
     title = next(line for line in classic.splitlines() if line.strip().startswith("title"))
     assert title.isascii() and "{BERT}" in title
     utf8 = runner.invoke(app, ["--store", str(store), "export", "-f", "biblatex"]).stdout
