@@ -421,3 +421,14 @@ def test_a_bib_title_in_utf8_is_written_for_classic_bibtex(tmp_path: Path) -> No
     assert title.isascii() and "{BERT}" in title
     utf8 = runner.invoke(app, ["--store", str(store), "export", "-f", "biblatex"]).stdout
     assert "Ελληνικά" in utf8
+
+
+def test_math_in_a_title_reads_as_text_in_markdown_and_html(tmp_path: Path) -> None:
+    text = (
+        "@article{k,\n  title = {Sorting in $O(n \\log n)$ with $\\alpha \\pm 0.1$},\n"
+        "  author = {Doe, Jane},\n  year = {2024}\n}\n"
+    )
+    markdown = imported_then_exported(tmp_path, "m.bib", text, "md")
+    assert "Sorting in O(n log n) with α ± 0.1" in markdown and "\\$" not in markdown
+    html = runner.invoke(app, ["--store", str(tmp_path / "store"), "export", "-f", "html"]).stdout
+    assert "Sorting in O(n log n) with α ± 0.1" in html

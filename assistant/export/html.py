@@ -24,6 +24,7 @@ from assistant.export.common import (
     link,
     one_line,
 )
+from assistant.export.latex import readable
 from assistant.models import StoredPaper, TopicScore
 
 STYLE = """
@@ -97,7 +98,8 @@ def esc(text: object) -> str:
 def paper_cell(item: StoredPaper, score: TopicScore | None) -> str:
     p, a, d = item.paper, item.assessment, item.decision
     url = link(item)
-    title = f'<a href="{esc(url)}" rel="noopener noreferrer">{esc(p.title)}</a>' if url else esc(p.title)
+    shown = readable(p.title)  # math as readable text, as in RIS and Markdown
+    title = f'<a href="{esc(url)}" rel="noopener noreferrer">{esc(shown)}</a>' if url else esc(shown)
     byline = " · ".join(x for x in (authors_short(p.authors), p.venue or "") if x)
     parts = [f"<strong>{title}</strong>"]
     if byline:

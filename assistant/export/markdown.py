@@ -23,6 +23,7 @@ from assistant.export.common import (
     link,
     one_line,
 )
+from assistant.export.latex import readable
 from assistant.models import StoredPaper, TopicScore
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~&$#!])")
@@ -55,12 +56,13 @@ def paper_block(item: StoredPaper, score: TopicScore | None) -> list[str]:
     byline = " · ".join(
         x for x in (md(authors_short(p.authors)), f"*{md(p.venue)}*" if p.venue else "") if x.strip("*")
     )
-    title = f"**{md_link(p.title, link(item))}**" + (f" ({p.year})" if p.year else "")
+    # Math as readable text (`O(n log n)`, `α ± 0.1`), as in RIS: not `\$O(n \\log n)\$`.
+    title = f"**{md_link(readable(p.title), link(item))}**" + (f" ({p.year})" if p.year else "")
     lines = [f"- {title}" + (f" — {byline}" if byline else "")]
     if score is not None and score.reason:
         lines.append(f"  - *Why it matters* ({score.score}/10): {md(score.reason)}")
     if a and a.summary:
-        lines.append(f"  - *Summary*: {md(a.summary)}")
+        lines.append(f"  - *Summary*: {md(readable(a.summary))}")
     if d.note:
         lines.append(f"  - *Note*: {md(d.note)}")
     facts = [f"status {d.status.value}" + (" ★" if d.starred else "")]
