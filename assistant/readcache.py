@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,7 +112,7 @@ class RankSummary:
     disagreements: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, ranking: Ranking, ids: Mapping[str, Any]) -> RankSummary:
+    def of(cls, ranking: Ranking, ids: Iterable[str]) -> RankSummary:
         """The summary of `ranking` for the papers in `ids`."""
         summary = cls(ranking.personal, ranking.model is not None, ranking.fit.note, ranking.fit.engine_stats)
         for pid in ids:

@@ -63,13 +63,14 @@ def stats() -> None:
     if rows is None:
         store = state.store
         before = readcache.signature(settings)
-        rows = [("papers", store.count())]
+        total = store.count()
+        rows = [("papers", total)]
         rows += [(f"  {status.value}", n) for status, n in store.counts_by_status().items()]
         rows.append(("starred", store.count({"starred": True})))
         assessed = [i for i in store.iter_all({"relevance": {"$gte": 0}}) if i.assessment]
         rows.append(("assessed", len(assessed)))
-        if rows[0][1] > len(assessed):
-            rows.append(("  not yet ('triage tag' does)", rows[0][1] - len(assessed)))
+        if total > len(assessed):
+            rows.append(("  not yet ('triage tag' does)", total - len(assessed)))
         if key is not None:
             rows.append(("  stale ('triage tag' redoes)", len(state.stale(assessed))))
         rows.append(("failed assessments", store.count({"failed": True})))
@@ -123,9 +124,7 @@ def assessed_queue() -> RankedQueue:
     before = readcache.signature(settings)
     items = [i for i in store.iter_all() if i.assessment]
     personal = state.personal()
-    summary = (
-        readcache.RankSummary.of(personal.ranking, {i.paper.id: None for i in items}) if personal else None
-    )
+    summary = readcache.RankSummary.of(personal.ranking, (i.paper.id for i in items)) if personal else None
     queue = readcache.RankedQueue(
         items, summary, personal.notes if personal else [], store.count() - len(items)
     )
