@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 from assistant.agenda import NOT_INTERESTED, Agenda
 from assistant.models import Paper, Person, StoredPaper, TopicScore, now_utc, parse_name
+from assistant.triage.keys import OFFLINE_ENGINE
 
 OTHER_GROUP = "Other papers"
 UNASSESSED_GROUP = "Not assessed"
@@ -109,7 +110,6 @@ def editors(paper: Paper) -> list[Person]:
     return list(paper.biblio.editors) if paper.biblio else []
 
 
-OFFLINE_ENGINE = "offline"  # `assistant.triage.offline.ENGINE`, named here so as not to load the engine
 # What readers split a one-string keyword list at: biber and JabRef at commas, Zotero and this
 # tool's own import (BibTeX `keywords`, CSL-JSON `keyword`) at commas and semicolons.
 KEYWORD_SEPARATORS = ",;"

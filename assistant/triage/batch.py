@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from assistant.agenda import Agenda
 from assistant.store import Store
-from assistant.triage.keys import engine_key
+from assistant.triage.keys import OFFLINE_ENGINE, engine_key
 from assistant.triage.offline import Corpus, OfflineEngine
 
 CHUNK = 200
@@ -59,13 +59,13 @@ def tag_offline(
     write, nothing is stored (a dry run still ranks).
     """
     start = time.perf_counter()
-    report = TagReport(engine="offline")
+    report = TagReport(engine=OFFLINE_ENGINE)
     documents: dict[str, str] = {}
     keys: dict[str, str] = {}
     for item in store.iter_all():
         documents[item.paper.id] = item.paper.document
         a = item.assessment
-        if a is not None and a.engine != "offline" and a.agenda_hash == agenda.hash and not force:
+        if a is not None and a.engine != OFFLINE_ENGINE and a.agenda_hash == agenda.hash and not force:
             keys[item.paper.id] = "keep"  # an LLM read it against this agenda: never replace it offline
         else:
             keys[item.paper.id] = a.key if a else ""

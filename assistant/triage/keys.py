@@ -13,6 +13,7 @@ from assistant.models import StoredPaper
 from assistant.triage.prompts import Prompts
 
 LLM_VERSION = "llm-1"  # part of every LLM assessment's key: changing it re-assesses every paper
+OFFLINE_ENGINE = "offline"  # the offline engine's name on its assessments
 OFFLINE_VERSION = "offline-6"  # the offline engine's: a new engine re-assesses every paper
 
 
@@ -38,7 +39,7 @@ def is_stale(item: StoredPaper, agenda: Agenda, prompts: Prompts | None) -> bool
         return False
     if a.agenda_hash != agenda.hash:
         return True
-    if a.engine == "offline":
+    if a.engine == OFFLINE_ENGINE:
         return a.key != engine_key(item.paper.document, agenda)
     if prompts is None:
         return False

@@ -33,10 +33,10 @@ from sklearn.preprocessing import normalize
 
 from assistant.agenda import Agenda, Topic
 from assistant.models import Assessment, TopicScore
-from assistant.triage.keys import OFFLINE_VERSION, engine_key
+from assistant.triage.keys import OFFLINE_ENGINE, OFFLINE_VERSION, engine_key
 from assistant.triage.scoring import NEGATIVE_WEIGHT
 
-ENGINE = "offline"
+ENGINE = OFFLINE_ENGINE
 VERSION = OFFLINE_VERSION
 # Weight of the embedding similarity in a topic score (the rest is lexical).
 EMBEDDING_WEIGHT = 0.6
