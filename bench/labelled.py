@@ -1,6 +1,6 @@
 """The labelled sets the ranking benchmarks run on, and the engine's scores for them.
 
-All four sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
+All five sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
 listing pages) 0/1/2 against research agendas, each agenda written as a paragraph and as three
 words, by two readers who did not see each other's grades:
 
@@ -12,8 +12,10 @@ words, by two readers who did not see each other's grades:
 - set C (`held out once`): mechanistic interpretability, vision-language models, alignment and
   safety, training data. Graded after the engine's sixth version was written; it reported that
   version and the personal model's confidence gate, once. Changes after that may be chosen on it.
-- set D (`held out`): reasoning and prompting, evaluation, text generation, architectures and
-  scaling. Graded after set C's report; never tuned on.
+- set D (`held out once`): reasoning and prompting, evaluation, text generation, architectures
+  and scaling. Graded after set C's report; it reported the personal model once (stop 21).
+- set E (`held out`): retrieval and question answering, bias and fairness, robustness and
+  generalisation, machine translation. Graded after set D's report; never tuned on.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ SETS = {
     "A": ("tuning", ["heads", "multilingual", "multitask"], DATA / "labels"),
     "B": ("tuning", ["peft", "efficiency", "knowledge", "structure"], DATA / "labels_b"),
     "C": ("held out once", ["interp", "multimodal", "alignment", "data"], DATA / "labels_c"),
-    "D": ("held out", ["reasoning", "evaluation", "generation", "architectures"], DATA / "labels_d"),
+    "D": ("held out once", ["reasoning", "evaluation", "generation", "architectures"], DATA / "labels_d"),
+    "E": ("held out", ["retrieval", "fairness", "robustness", "translation"], DATA / "labels_e"),
 }
 READERS = ("first", "second")
 FORMS = ("para", "3 words")
