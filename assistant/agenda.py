@@ -17,6 +17,13 @@ from pathlib import Path
 from assistant.errors import ConfigError
 
 NOT_INTERESTED = "not interested"
+
+
+def excludes(topic_name: str) -> bool:
+    """Whether a topic of this name scores what the researcher does not want."""
+    return topic_name.casefold() == NOT_INTERESTED
+
+
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _EXCLUSION = re.compile(r"(not|no|except|excluding|but not)\b", re.IGNORECASE)
@@ -130,7 +137,7 @@ def parse_agenda(text: str, path: str = "agenda.md") -> Agenda:
         if key in seen:
             raise ConfigError(f"{path}:{number}: topic '{name}' already appears on line {seen[key]}")
         seen[key] = number
-        negative = key == NOT_INTERESTED
+        negative = excludes(name)
         # "Not interested" is a label; what it is about is its description alone.
         topics.append(Topic(name, body(chunk), negative=negative, line=number, named=not negative))
     if not any(not t.negative for t in topics):

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from assistant.models import StoredPaper
     from assistant.personal import Ranking
 
-VERSION = 2
+VERSION = 3
 
 Signature = tuple[int, int, Any, tuple[tuple[str, int], ...]]
 
@@ -74,7 +74,19 @@ def load(settings: Settings, part: str, key: Any, cache_dir: Path | None = None)
         return None
     if saved.get("signature") != now or saved.get("key") != key:
         return None
+    depends = saved.get("depends") or {}
+    if any(_stamp(Path(path)) != stamp for path, stamp in depends.items()):
+        return None
     return saved.get("value")
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What identifies a version of a file: a rewrite or a deletion changes it."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
 def save(
@@ -84,13 +96,21 @@ def save(
     value: Any,
     before: Signature | None,
     cache_dir: Path | None = None,
+    depends: Iterable[Path] = (),
 ) -> None:
     """Keep an answer computed from the store as it was at `before` (the signature taken once
-    the store was open), unless the store changed meanwhile. A cache that cannot be written is
-    not an error."""
+    the store was open), unless the store changed meanwhile; and from the files of derived
+    state in `depends` as they are now (the answer is not used once one is rewritten or
+    deleted). A cache that cannot be written is not an error."""
     if before is None or signature(settings) != before:
         return
-    payload = {"version": (VERSION, __version__), "signature": before, "key": key, "value": value}
+    payload = {
+        "version": (VERSION, __version__),
+        "signature": before,
+        "key": key,
+        "value": value,
+        "depends": {str(path): _stamp(path) for path in depends},
+    }
     try:
         write_pickle(_path(settings, part, cache_dir), payload)
     except OSError:
@@ -106,6 +126,7 @@ class RankSummary:
     has_model: bool
     note: str
     engine_stats: tuple[float, float]
+    decided: int = 0  # the decisions the ranking learned from
     keys: dict[str, float] = field(default_factory=dict)
     shown: dict[str, float] = field(default_factory=dict)
     uncertainty: dict[str, float] = field(default_factory=dict)
@@ -114,7 +135,8 @@ class RankSummary:
     @classmethod
     def of(cls, ranking: Ranking, ids: Iterable[str]) -> RankSummary:
         """The summary of `ranking` for the papers in `ids`."""
-        summary = cls(ranking.personal, ranking.model is not None, ranking.fit.note, ranking.fit.engine_stats)
+        fit = ranking.fit
+        summary = cls(ranking.personal, ranking.model is not None, fit.note, fit.engine_stats, fit.decided)
         for pid in ids:
             summary.keys[pid] = ranking.key(pid, None)
             shown = ranking.score(pid)

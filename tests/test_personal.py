@@ -72,7 +72,7 @@ def test_no_decisions_keeps_the_engine_order_and_says_why(demo: Path) -> None:
     before = ranked_json("--top", "200")
     relevances = [r["assessment"]["relevance"] for r in before]  # type: ignore[index]
     assert relevances == sorted(relevances, reverse=True)
-    assert "score" not in before[0]
+    assert all(r["score"] == r["assessment"]["relevance"] and r["ranked_by"] == "engine" for r in before)  # type: ignore[index]
     shown = run("show", str(before[0]["paper"]["id"]))  # type: ignore[index]
     assert "learning starts at 3 accepted" in shown.output
 
@@ -99,11 +99,23 @@ def test_show_explains_a_move_with_the_nearest_decided_papers(demo: Path) -> Non
     decided_titles = {str(r["paper"]["title"]) for r in decided}  # type: ignore[index]
     personal = store_ranking(open_store()).ranking
     moved = max(
-        (pid for pid in personal.ids if personal.explain(pid) is not None),
+        (
+            pid
+            for i, pid in enumerate(personal.ids)
+            if personal.explain(pid) is not None and personal.labels.y[i] < 0
+        ),
         key=lambda pid: abs(personal.explain(pid).moved),  # type: ignore[union-attr]
     )
     out = run("show", moved).output
-    assert re.search(r"your decisions moved it (up|down) \d+ places? \(#\d+ → #\d+\)", out), out
+    head = re.search(
+        r"your decisions moved it (up|down) \d+ places? "
+        r"\(#\d+ → #(\d+) of (\d+) (still to decide|assessed)\)",
+        out,
+    )
+    assert head and head.group(4) == "still to decide", out
+    # The place is the row 'triage ranked' prints the paper on.
+    queue = [str(r["paper"]["id"]) for r in ranked_json("--top", "500")]  # type: ignore[index]
+    assert queue.index(moved) + 1 == int(head.group(2)) and len(queue) == int(head.group(3))
     nearest = re.search(r"nearest accepted: (.+?) \(0\.\d\d\)", out.replace("\n", " "))
     assert nearest and any(nearest.group(1).startswith(t[:30]) for t in decided_titles)
     assert "nearest rejected:" in out
@@ -120,7 +132,10 @@ def test_one_sided_and_too_few_labels_fall_back_with_a_note(demo: Path) -> None:
     ranking = store_ranking(open_store()).ranking
     assert not ranking.personal and "all 8 decisions so far are accepts" in ranking.fit.note
     order = [r["paper"]["id"] for r in ranked_json("--top", "200")]  # type: ignore[index]
-    assert "score" not in ranked_json("--top", "1")[0]
+    first = ranked_json("--top", "1")[0]
+    assert first["score"] == first["assessment"]["relevance"] and first["ranked_by"] == "engine"  # type: ignore[index]
+    # The table says why the decisions leave the order as the engine's.
+    assert "all 8 decisions so far are accepts" in " ".join(run("ranked", "--top", "3").output.split())
     assert order == [
         r["paper"]["id"]
         for r in sorted(ranked_json("--top", "200"), key=lambda r: -r["assessment"]["relevance"])
@@ -215,6 +230,12 @@ def test_export_and_digest_follow_the_blended_order(demo: Path) -> None:
 
 def test_eval_reports_agreement_held_out(demo: Path) -> None:
     assert "too few" in run("eval").output.lower()
+    # Accepts only: every order agrees with them perfectly, so nothing is measured yet.
+    top = [str(r["paper"]["id"]) for r in ranked_json("--top", "6")]  # type: ignore[index]
+    assert run("mark", *top, "--accept").exit_code == 0
+    one_sided = run("eval").output
+    assert "too few decisions to measure" in one_sided.lower() and "1.000" not in one_sided
+    assert run("mark", *top, "--new").exit_code == 0
     decide_like_a_knowledge_researcher(40)
     out = run("eval").output
     for expected in ("engine", "personal model", "blend", "P@10", "ROC-AUC", "WSS@95", "Calibration"):
@@ -225,6 +246,10 @@ def test_eval_reports_agreement_held_out(demo: Path) -> None:
     assert report["decided"] == 40 and sum(b["papers"] for b in report["calibration"]) == 40
     blend = report["rankers"][2]
     assert 0 <= blend["average_precision"] <= 1 and blend["roc_auc"] > 0.5
+    # What the queue uses, for a script as for the reader.
+    assert report["in_use"] in {"engine", "engine + model", "calibrated engine", "calibrated engine + model"}
+    assert report["chosen_on"] == 40 and (report["model_weight"] > 0) == report["in_use"].endswith("model")
+    assert 0 < report["random_ap"] < 1 and "The queue uses" in out
 
 
 def test_suggest_agenda_proposes_what_no_topic_covers(demo: Path) -> None:
@@ -313,3 +338,32 @@ def test_a_high_not_interested_score_does_not_cover_an_accepted_paper() -> None:
     ]
     assert len(uncovered(rows, 4)) == 1  # type: ignore[arg-type]
     assert len(uncovered(rows, 4, ignore=["Other"])) == 2  # type: ignore[arg-type]
+
+
+def test_decisions_never_lift_what_the_agenda_excludes() -> None:
+    """Accepted papers that happen to score on "Not interested" (they share its words) must not
+    teach the queue that a high "Not interested" score is a reason to read a paper."""
+    from types import SimpleNamespace
+
+    def row(i: int, status: Status, relevance: float, agenda: int, excluded: int) -> SimpleNamespace:
+        return SimpleNamespace(
+            id=f"p{i}",
+            title=f"paper {i}",
+            status=status,
+            starred=False,
+            seed=False,
+            relevance=relevance,
+            topics={"Retrieval": agenda, "Not interested": excluded},
+        )
+
+    rows = []
+    for i in range(8):  # accepted: on the agenda, and a word of the exclusions too
+        rows.append(row(i, Status.ACCEPTED, 8.0 - i * 0.2, 8, 7))
+    for i in range(8, 14):  # rejected: on the agenda's words, nothing excluded
+        rows.append(row(i, Status.REJECTED, 8.1 - (i - 8) * 0.3, 8, 0))
+    for i in range(14, 40):  # undecided, mildly relevant
+        rows.append(row(i, Status.NEW, 4.0 - (i - 14) * 0.1, 4, 0))
+    rows.append(row(40, Status.NEW, 0.0, 1, 9))  # what the agenda excludes
+    ranking = rank(TextFeatures(location="none"), rows, ["Retrieval", "Not interested"])  # type: ignore[arg-type]
+    order = sorted((r.id for r in rows if r.status is Status.NEW), key=lambda p: -ranking.key(p, None))
+    assert order[-1] == "p40", order.index("p40")

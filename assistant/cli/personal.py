@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assistant.cli.shared import app, console, err_console, progress, state, user_errors
+from assistant.cli.shared import app, console, err_console, progress, sentence, state, user_errors
 from assistant.defaults import LOW_SCORE
 from assistant.status import Status
 
@@ -63,9 +63,10 @@ def print_report(report: EvalReport) -> None:
         f"{report.maybe} maybe, {report.rejected} rejected; {report.seeded} from imports with --accept); "
         f"{report.assessed} of them assessed."
     )
-    if not report.rankers or report.rankers[0].average_precision is None:
+    if not report.measurable:
         console.print(
-            "Too few decisions to measure: accept and reject some papers ('triage review'), "
+            "Too few decisions to measure: agreement needs papers you accepted and papers you "
+            "rejected or marked maybe, among those assessed. Decide some more ('triage review'), "
             f"then run this again. [dim]{escape(report.note)}[/dim]"
         )
         return
@@ -84,14 +85,33 @@ def print_report(report: EvalReport) -> None:
     for b in report.calibration:
         table.add_row(f"{b.low:.0f}-{b.high:.0f}", str(b.papers), _cell(b.share, percent=True))
     console.print(table)
-    console.print(f"[bold]{escape(report.summary())}[/bold]")
-    console.print(f"[dim]personal model: {escape(report.note)}[/dim]")
+    console.print(f"[bold]{escape(sentence(report.summary()))}[/bold]")
+    if report.in_use != "engine" and report.chosen_ap is not None and report.chosen_engine_ap is not None:
+        console.print(
+            f"[bold]The queue uses[/bold] {escape(_in_use(report))}: chosen on {report.chosen_on} "
+            f"decisions, where its own cross-validation gave average precision {report.chosen_ap:.2f} "
+            f"against {report.chosen_engine_ap:.2f} for the engine alone."
+        )
+    else:
+        note = escape(sentence(report.note))
+        console.print(f"[bold]The queue uses[/bold] {escape(_in_use(report))}. [dim]{note}[/dim]")
     console.print(
-        "[dim]Relevant = accepted or starred. The figures rank your decided papers only: papers "
-        "you never saw do not count, so a paper the engine buried and you never met is not "
-        "measured. The model's choice line above is its own cross-validation over decisions taken "
-        "from the queue (accepts against maybes and rejections), a narrower test than this table.[/dim]"
+        "[dim]Relevant = accepted or starred. Every figure ranks your decided papers only: a paper "
+        "the engine buried and you never met is not measured. AP is average precision (1 = every "
+        "accept above every other decision; a random order scores the share of accepts). WSS@95 is "
+        "the share of these papers you could have skipped and still met 95% of your accepts, beyond "
+        "the 5% a random order saves (negative: none). The queue's choice is made by its own "
+        "cross-validation, which weighs stars double and maybes lightly and counts a library "
+        "imported with --accept separately, so its figures differ from this table's.[/dim]"
     )
+
+
+def _in_use(report: EvalReport) -> str:
+    calibrated = report.in_use.startswith("calibrated")
+    engine = "the engine's scores calibrated to your decisions" if calibrated else "the engine"
+    if report.model_weight:
+        return f"{engine}, blended with the personal model at weight {report.model_weight:g}"
+    return engine if calibrated else "the engine alone"
 
 
 @app.command("eval")

@@ -229,6 +229,11 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def sentence(text: str) -> str:
+    """A note printed after a full stop, with its first letter capitalised."""
+    return text[:1].upper() + text[1:]
+
+
 def progress(*fields: str) -> Progress:
     """A transient progress bar on stderr; `fields` names extra task fields shown as text."""
     from rich.progress import (

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assistant.cli.shared import app, console, err_console, plural, read_ids, state, user_errors
+from assistant.cli.shared import app, console, err_console, plural, read_ids, sentence, state, user_errors
 from assistant.errors import TriageError
 from assistant.render import papers_table, relevance_bar
 from assistant.status import Status
@@ -129,7 +129,11 @@ def assessed_queue() -> RankedQueue:
         items, summary, personal.notes if personal else [], store.count() - len(items)
     )
     if personal is not None:  # not when the model failed: the next read tries again
-        readcache.save(settings, "ranked", topics, queue, before)
+        # The ranking rests on the personal model's cached features too: deleting them is
+        # answered by a new ranking, not by the one saved from them.
+        from assistant.personal.features import features_cache
+
+        readcache.save(settings, "ranked", topics, queue, before, depends=[features_cache(store.cache_key)])
     return queue
 
 
@@ -166,7 +170,8 @@ def ranked_items(
 SORT_TITLES = {
     RankSort.RELEVANCE: "by relevance",
     RankSort.UNCERTAIN: "the model is least sure of (deciding these teaches it most)",
-    RankSort.DISAGREEMENT: "where your model and the engine disagree most (↑ you like it more, ↓ less)",
+    RankSort.DISAGREEMENT: "where your personal model and the engine disagree most "
+    "(↑ the model rates it above the engine, ↓ below)",
 }
 
 
@@ -204,14 +209,23 @@ def ranked(
     items, ranking = ranked_items(None if everything else top, sort, statuses, queue)
     if sort is not RankSort.RELEVANCE and (ranking is None or not ranking.has_model):
         note = ranking.note if ranking else "the personal model is not available"
-        err_console.print(f"[yellow]No personal model yet: papers come by relevance.[/yellow] {escape(note)}")
+        err_console.print(
+            f"[yellow]No personal model yet: papers come by relevance.[/yellow] {escape(sentence(note))}"
+        )
         sort = RankSort.RELEVANCE
+    elif ranking is not None and ranking.decided and not ranking.personal:
+        # Why the decisions so far leave the order as the engine's.
+        err_console.print(f"[yellow]note:[/yellow] {escape(ranking.note)}")
     shown = {i.paper.id: ranking.score(i.paper.id) for i in items} if ranking and ranking.personal else None
     if as_json:
         for item in items:
             record = json.loads(item.model_dump_json())
-            if shown is not None:
-                record["score"] = shown[item.paper.id]
+            # The score the queue is ordered by: the blend on the 0-10 scale, or the engine's.
+            score = shown.get(item.paper.id) if shown is not None else None
+            record["score"] = (
+                score if score is not None else (item.assessment.relevance if item.assessment else None)
+            )
+            record["ranked_by"] = "blend" if shown is not None else "engine"
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
     if not items:
@@ -297,7 +311,7 @@ def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage rank
                 console.print(f"  {escape(line)}")
             console.print(f"  [dim]{escape(explanation.note)}[/dim]")
         elif personal is not None:
-            console.print(f"[bold]your decisions[/bold] [dim]{escape(personal.ranking.fit.note)}[/dim]")
+            console.print(f"[bold]personal model[/bold] [dim]{escape(personal.ranking.fit.note)}[/dim]")
     if d.tags:
         console.print(f"[bold]your tags[/bold] {escape(', '.join(d.tags))}")
     if item.failure:

@@ -18,8 +18,8 @@ import numpy as np
 
 from assistant.models import Status
 from assistant.personal.features import TextFeatures
-from assistant.personal.model import Labels, average_precision, blend, features, fit, scores
-from assistant.personal.ranking import PaperState, topic_names
+from assistant.personal.model import CALIBRATED, RAW, Labels, average_precision, blend, features, fit, scores
+from assistant.personal.ranking import PaperState, learned_topics, topic_names
 
 FOLDS = 5
 BUCKETS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, 8.0), (8.0, 10.01))
@@ -60,17 +60,48 @@ class EvalReport:
     topics: list[Metrics] = field(default_factory=list)
     calibration: list[Bucket] = field(default_factory=list)
     note: str = ""
+    # What the queue's order uses now: "engine", "engine + model" or "calibrated engine"
+    # (+ model), the model's weight in the blend, and the decisions that choice was made on.
+    in_use: str = "engine"
+    model_weight: float = 0.0
+    chosen_on: int = 0
+    random_ap: float | None = None  # a random order's average precision: the share of accepts
+    # The queue's own cross-validation that made the choice: its average precision for the
+    # choice and for the engine alone.
+    chosen_ap: float | None = None
+    chosen_engine_ap: float | None = None
+
+    @property
+    def measurable(self) -> bool:
+        """Whether the decided papers hold both accepts and papers passed over: with one kind
+        only, any order agrees perfectly and nothing is measured."""
+        return bool(self.rankers) and self.rankers[0].roc_auc is not None
 
     def summary(self) -> str:
         """One line: can the scores be trusted?"""
         by = {m.name: m for m in self.rankers}
         engine, blended = by.get("engine"), by.get("blend")
-        if not engine or engine.average_precision is None or not blended or blended.average_precision is None:
+        if not self.measurable or not engine or engine.average_precision is None:
             return f"{self.decided} decisions: too few to measure agreement ({self.note})"
+        if not blended or blended.average_precision is None:
+            return (
+                f"agreement with your {self.assessed} assessed decisions: the engine's average precision "
+                f"{engine.average_precision:.2f} (random order {_fmt(self.random_ap)}); the personal "
+                "model is not trained yet"
+            )
+        gain = blended.average_precision - engine.average_precision
+        verdict = (
+            "what your decisions taught ranks them better than the engine alone"
+            if gain >= 0.01
+            else "what your decisions taught ranks them worse than the engine alone"
+            if gain <= -0.01
+            else "what your decisions taught ranks them as the engine alone does"
+        )
         return (
             f"agreement with your {self.assessed} assessed decisions: average precision "
             f"{blended.average_precision:.2f} with what they taught, {engine.average_precision:.2f} "
-            f"engine alone; ROC-AUC {_fmt(blended.roc_auc)} / {_fmt(engine.roc_auc)}"
+            f"engine alone, {_fmt(self.random_ap)} in random order; ROC-AUC {_fmt(blended.roc_auc)} / "
+            f"{_fmt(engine.roc_auc)}: {verdict}"
         )
 
 
@@ -150,7 +181,8 @@ def evaluate(
         [[float((r.topics or {}).get(n, 0)) for n in names] for r in rows], dtype=np.float64
     ).reshape(len(rows), len(names))
     words, vectors = texts.rows(ids)
-    X = features(words, vectors, topics)
+    _, learned = learned_topics(rows, agenda_topics)
+    X = features(words, vectors, learned)
     labels = Labels.from_decisions(
         [r.status for r in rows], [r.starred for r in rows], [r.seed for r in rows]
     )
@@ -167,6 +199,7 @@ def evaluate(
         assessed=len(decided),
     )
     relevant = accepted[decided]
+    report.random_ap = float(relevant.mean()) if len(decided) else None
     report.rankers.append(metrics("engine", engine[decided], relevant))
     # A negative topic ("Not interested") is measured the right way round: a high score should
     # mean a paper you pass over.
@@ -179,8 +212,16 @@ def evaluate(
     for low, high in BUCKETS:
         inside = decided[(engine[decided] >= low) & (engine[decided] < high)]
         report.calibration.append(Bucket(low, min(high, 10.0), len(inside), int(accepted[inside].sum())))
-    whole = fit(X, filled, labels, ids, topics=topics, assessed=assessed)
+    whole = fit(X, filled, labels, ids, topics=learned, assessed=assessed)
     report.note = whole.note
+    report.in_use = ("calibrated engine" if whole.calibrated else "engine") + (
+        " + model" if whole.active else ""
+    )
+    report.model_weight = whole.weight if whole.active else 0.0
+    report.chosen_on = whole.cv_decided
+    if whole.cv:
+        report.chosen_ap = whole.cv.get((CALIBRATED if whole.calibrated else RAW, whole.weight))
+        report.chosen_engine_ap = whole.cv.get((RAW, 0.0))
     if whole.model is None or not relevant.any() or relevant.all():
         return report
     # Out of fold: each fold's decisions are hidden from the fit that scores them.
@@ -195,11 +236,11 @@ def evaluate(
         hidden = Labels(labels.y.copy(), labels.weight.copy(), labels.seeded.copy())
         hidden.y[held] = -1
         hidden.weight[held] = 0.0
-        part = fit(X, filled, hidden, ids, topics=topics, assessed=assessed)
+        part = fit(X, filled, hidden, ids, topics=learned, assessed=assessed)
         model = scores(part, X)
         if model is not None:
             model_oof[held] = model[held]
-        blend_oof[held] = blend(part, filled, model, topics)[held]
+        blend_oof[held] = blend(part, filled, model, learned)[held]
         if on_progress:
             on_progress(k + 1, max(folds, 2))
     if np.isfinite(model_oof[decided]).all():

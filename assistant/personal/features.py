@@ -28,6 +28,11 @@ REFRESH_OVERLAP = 10.0  # seconds: a write is stamped a moment before it commits
 WORD_FEATURES = 20_000
 
 
+def features_cache(location: str, cache_dir: Path | None = None) -> Path:
+    """Where the features of the store named `location` (its cache key) are cached."""
+    return cache_file("personal", location, cache_dir)
+
+
 def vectorizer() -> TfidfVectorizer:
     """TF-IDF over word 1-2 grams, sublinear term frequency, English stop words."""
     return TfidfVectorizer(
@@ -97,7 +102,7 @@ class TextFeatures:
         return features, None
 
     def cache_path(self, cache_dir: Path | None = None) -> Path:
-        return cache_file("personal", self.location, cache_dir)
+        return features_cache(self.location, cache_dir)
 
     def save(self, cache_dir: Path | None = None) -> None:
         """Write the cache atomically."""

@@ -17,6 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
+from assistant.agenda import excludes
 from assistant.models import Status
 from assistant.personal.features import TextFeatures
 from assistant.personal.model import (
@@ -74,6 +75,7 @@ class Explanation:
     accepted: list[Neighbour] = field(default_factory=list)
     rejected: list[Neighbour] = field(default_factory=list)
     note: str = ""
+    undecided: bool = True  # placed among the papers still to decide, else among all assessed
 
     @property
     def moved(self) -> int:
@@ -82,15 +84,18 @@ class Explanation:
 
     def lines(self) -> list[str]:
         """The explanation in words, one line each."""
+        among = f"of {self.of} {'still to decide' if self.undecided else 'assessed'}"
         if self.moved > 0:
-            head = f"moved it up {_places_word(self.moved)} (#{self.engine_place} → #{self.place})"
+            head = f"moved it up {_places_word(self.moved)} (#{self.engine_place} → #{self.place} {among})"
         elif self.moved < 0:
-            head = f"moved it down {_places_word(-self.moved)} (#{self.engine_place} → #{self.place})"
+            head = f"moved it down {_places_word(-self.moved)} (#{self.engine_place} → #{self.place} {among})"
         else:
-            head = f"leave it at #{self.place} of {self.of}"
+            head = f"leave it at #{self.place} {among}"
         out = [f"{head}; score {self.score:.1f} (engine {self.engine_score:.1f})"]
         if self.chance is not None:
-            out.append(f"papers the engine scores like this: an estimated {self.chance:.0%} accepted by you")
+            out.append(
+                f"chance you accept it, from its engine scores fitted to your decisions: {self.chance:.0%}"
+            )
         for label, group in (("nearest accepted", self.accepted), ("nearest rejected", self.rejected)):
             if group:
                 out.append(
@@ -119,9 +124,13 @@ class Ranking:
     def __post_init__(self) -> None:
         self.position = {pid: i for i, pid in enumerate(self.ids)}
         assessed = np.isfinite(self.blended)
-        self._assessed = int(assessed.sum())
-        self._places = _places(self.blended, assessed)
-        self._engine_places = _places(np.where(assessed, self.engine, -np.inf), assessed)
+        # A paper still to decide is placed among those (the queue `ranked` prints); a decided
+        # one among every assessed paper.
+        queue = assessed & (self.labels.y < 0)
+        self._assessed, self._queue = int(assessed.sum()), int(queue.sum())
+        engine = np.where(assessed, self.engine, -np.inf)
+        self._places = np.where(queue, _places(self.blended, queue), _places(self.blended, assessed))
+        self._engine_places = np.where(queue, _places(engine, queue), _places(engine, assessed))
         self._accepted = np.flatnonzero((self.labels.y == 1) & (self.labels.weight >= 1.0))
         self._rejected = np.flatnonzero(self.labels.y == 0)
 
@@ -202,10 +211,12 @@ class Ranking:
         i = self.position.get(pid)
         if i is None or not math.isfinite(self.blended[i]):
             return None
+        undecided = bool(self.labels.y[i] < 0)
         return Explanation(
             engine_place=int(self._engine_places[i]),
             place=int(self._places[i]),
-            of=int(self._assessed),
+            of=self._queue if undecided else self._assessed,
+            undecided=undecided,
             engine_score=float(self.engine[i]),
             score=float(self.shown[i]),
             chance=float(self.chance[i]) if self.chance is not None else None,
@@ -232,18 +243,34 @@ def _places_word(n: int) -> str:
     return f"{n} place" if n == 1 else f"{n} places"
 
 
-def _places(values: np.ndarray, assessed: np.ndarray) -> np.ndarray:
-    """1-based place of each paper by descending value (ties in paper order)."""
-    order = np.lexsort((np.arange(len(values)), -values))
-    places = np.empty(len(values), dtype=np.int64)
-    places[order] = np.arange(1, len(values) + 1)
-    return np.where(assessed, places, 0)
+def _places(values: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """1-based place of each paper of `among` by descending value (ties in paper order); 0
+    for the others."""
+    idx = np.flatnonzero(among)
+    places = np.zeros(len(values), dtype=np.int64)
+    places[idx[np.lexsort((idx, -values[idx]))]] = np.arange(1, len(idx) + 1)
+    return places
 
 
 def topic_names(rows: Sequence[PaperState], agenda_topics: Sequence[str] = ()) -> list[str]:
     if agenda_topics:
         return list(agenda_topics)
     return sorted({name for r in rows if r.topics for name in r.topics})
+
+
+def learned_topics(
+    rows: Sequence[PaperState], agenda_topics: Sequence[str] = ()
+) -> tuple[list[str], np.ndarray]:
+    """The topics the model and the calibration learn from, and their scores (papers x topics).
+
+    "Not interested" is left out: the engine's relevance already counts it against a paper, and
+    a few decisions can make its score look like a reason to accept (the papers it catches
+    share words with the agenda), which would lift the very papers the agenda excludes."""
+    names = [n for n in topic_names(rows, agenda_topics) if not excludes(n)]
+    topics = np.array(
+        [[float((r.topics or {}).get(name, 0)) for name in names] for r in rows], dtype=np.float64
+    ).reshape(len(rows), len(names))
+    return names, topics
 
 
 @dataclass
@@ -276,14 +303,11 @@ def rank(
 ) -> Ranking:
     """Train on the decisions among `rows` and rank the assessed ones."""
     ids = [r.id for r in rows]
-    names = topic_names(rows, agenda_topics)
     engine = np.array([r.relevance if r.relevance is not None else np.nan for r in rows], dtype=np.float64)
     assessed = np.isfinite(engine)
     floor = float(engine[assessed].min()) if assessed.any() else 0.0
     filled = np.where(assessed, engine, floor)
-    topics = np.array(
-        [[float((r.topics or {}).get(name, 0)) for name in names] for r in rows], dtype=np.float64
-    ).reshape(len(rows), len(names))
+    _, topics = learned_topics(rows, agenda_topics)
     cache = cache or FeatureCache()
     X, vectors = cache.get(texts, ids, topics)
     labels = Labels.from_decisions(

@@ -255,7 +255,7 @@ def render_detail(
             out.append(Text.from_markup(f"[b magenta]your decisions[/] {escape(lines[0])}"))
             out.extend(Text(f"  {line}", "magenta") for line in lines[1:])
         elif note:
-            out.append(Text.from_markup(f"[b magenta]your decisions[/] [dim]{escape(note)}[/]"))
+            out.append(Text.from_markup(f"[b magenta]personal model[/] [dim]{escape(note)}[/]"))
     tags = [*d.tags, *[t for t in (a.tags if a else []) if t not in d.tags]]
     if tags:
         out.append(Text.from_markup("[b]tags[/b] [cyan]" + escape(", ".join(tags)) + "[/]"))
