@@ -262,6 +262,9 @@ def test_suggest_agenda_proposes_what_no_topic_covers(demo: Path) -> None:
     assert re.search(r"^## \S", out.output, re.MULTILINE), out.output
     assert "philosoph" in out.output.lower()
     assert (demo / "agenda.md").read_text() == agenda_before  # printed, never written
+    # Too few to suggest from: the uncovered accepted papers are named.
+    few = run("suggest-agenda", "--min-papers", "1000").output
+    assert "too few" in few and re.search(r"^  .+ \((doi|arxiv|title):", few, re.MULTILINE), few
 
 
 def test_labels_weigh_stars_and_maybes() -> None:

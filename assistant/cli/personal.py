@@ -34,6 +34,9 @@ def _negative_topics() -> list[str]:
     return [t.name for t in agenda.topics if t.negative] if agenda else []
 
 
+SHOW_UNCOVERED = 10  # accepted papers named when too few to suggest a topic
+
+
 def _cell(value: float | None, percent: bool = False) -> str:
     if value is None:
         return "[dim]-[/dim]"
@@ -180,6 +183,14 @@ def suggest_agenda(
                 else ": the agenda covers what you accept."
             )
         )
+        if uncovered:  # name them: the researcher may see the missing topic at a glance
+            from assistant.personal.suggest import uncovered as uncovered_papers
+
+            papers = uncovered_papers(rows, max_score, negative)
+            for row in papers[:SHOW_UNCOVERED]:
+                console.print(f"  {escape(row.title)} [dim]({row.id})[/dim]")
+            if len(papers) > SHOW_UNCOVERED:
+                console.print(f"  [dim]and {len(papers) - SHOW_UNCOVERED} more[/dim]")
         return
     err_console.print(
         f"{uncovered} accepted papers score {max_score} or less on every topic. Suggested topics "
