@@ -119,6 +119,19 @@ def test_show_explains_a_move_with_the_nearest_decided_papers(demo: Path) -> Non
     nearest = re.search(r"nearest accepted: (.+?) \(0\.\d\d\)", out.replace("\n", " "))
     assert nearest and any(nearest.group(1).startswith(t[:30]) for t in decided_titles)
     assert "nearest rejected:" in out
+    # The model's own reasons: words of the paper, weighed by the decisions.
+    assert personal.fit.active, personal.fit.note
+    assert personal.model is not None
+    undecided = np.flatnonzero((personal.labels.y < 0) & np.isfinite(personal.blended))
+    liked = personal.ids[int(undecided[np.argmax(personal.model[undecided])])]
+    explanation = personal.explain(liked)
+    assert explanation is not None and explanation.words_for, explanation
+    item = open_store().get(liked)
+    assert item is not None
+    text = f"{item.paper.title} {item.paper.abstract}".lower()
+    assert all(part in text for word in explanation.words_for for part in word.split())
+    shown = " ".join(run("show", liked).output.split())
+    assert f"words your decisions weigh for it: {', '.join(explanation.words_for)}" in shown
 
 
 def test_one_sided_and_too_few_labels_fall_back_with_a_note(demo: Path) -> None:

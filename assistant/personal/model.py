@@ -223,6 +223,12 @@ class Model:
             regression, rocchio = self.parts(X, rows)
         return np.asarray(_z(regression, self.stats[0]) + _z(rocchio, self.stats[1]), dtype=np.float64)
 
+    def word_weights(self) -> np.ndarray:
+        """How much each word column (TF-IDF weight 1) adds to the model's score: the score is
+        linear in the words, the regression's and the centroid's parts each z-scored."""
+        regression = np.asarray(self.classifier.coef_, dtype=np.float64).ravel()[: self.words]
+        return np.asarray(regression / self.stats[0][1] + self.centroid / self.stats[1][1], dtype=np.float64)
+
     def regression(self, X: Features) -> np.ndarray:
         """The regression's logit for every paper (its uncertainty is how close it is to 0)."""
         if self._whole is not None and self._whole[0] == id(X):

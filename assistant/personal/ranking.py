@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+from scipy import sparse
 
 from assistant.agenda import excludes
 from assistant.models import Status
@@ -33,6 +34,8 @@ from assistant.personal.model import (
 )
 
 NEAREST = 3
+WORDS = 4  # words named for and against a paper
+WORD_FLOOR = 0.05  # a word adding less than this to the model's score (z) is not named
 
 
 class PaperState(Protocol):
@@ -76,6 +79,9 @@ class Explanation:
     rejected: list[Neighbour] = field(default_factory=list)
     note: str = ""
     undecided: bool = True  # placed among the papers still to decide, else among all assessed
+    # The paper's words that weigh most for it and against it in the model's score.
+    words_for: list[str] = field(default_factory=list)
+    words_against: list[str] = field(default_factory=list)
 
     @property
     def moved(self) -> int:
@@ -96,6 +102,10 @@ class Explanation:
             out.append(
                 f"chance you accept it, from its engine scores fitted to your decisions: {self.chance:.0%}"
             )
+        if self.words_for or self.words_against:
+            parts = [f"for it: {', '.join(self.words_for)}"] if self.words_for else []
+            parts += [f"against it: {', '.join(self.words_against)}"] if self.words_against else []
+            out.append("words your decisions weigh " + "; ".join(parts))
         for label, group in (("nearest accepted", self.accepted), ("nearest rejected", self.rejected)):
             if group:
                 out.append(
@@ -120,6 +130,9 @@ class Ranking:
     labels: Labels
     vectors: np.ndarray
     position: dict[str, int] = field(default_factory=dict)
+    # The papers' TF-IDF rows and the vocabulary's words, to name what moved a paper.
+    words: sparse.csr_matrix | None = None
+    terms: Callable[[], Sequence[str]] | None = None
 
     def __post_init__(self) -> None:
         self.position = {pid: i for i, pid in enumerate(self.ids)}
@@ -223,7 +236,36 @@ class Ranking:
             accepted=self._nearest(i, self._accepted, "accepted"),
             rejected=self._nearest(i, self._rejected, "rejected"),
             note=self.fit.note,
+            **self._words(i),
         )
+
+    def _words(self, i: int) -> dict[str, list[str]]:
+        """The words of paper i that add most to the model's score and take most from it."""
+        model = self.fit.model
+        if not self.fit.active or model is None or self.words is None or self.terms is None:
+            return {}
+        row = self.words[i]
+        weights = model.word_weights()
+        if not row.nnz or len(weights) != row.shape[1]:
+            return {}
+        contribution = row.data * weights[row.indices]
+        order = np.argsort(-contribution)
+        terms = self.terms()
+
+        def named(picks: np.ndarray, sign: float) -> list[str]:
+            out: list[str] = []
+            for j in picks:
+                if sign * contribution[j] <= WORD_FLOOR or len(out) == WORDS:
+                    break
+                term = terms[row.indices[j]]
+                # "post training" and "post" are one reason: name the first met.
+                if not any(
+                    set(term.split()) <= set(t.split()) or set(t.split()) <= set(term.split()) for t in out
+                ):
+                    out.append(term)
+            return out
+
+        return {"words_for": named(order, 1.0), "words_against": named(order[::-1], -1.0)}
 
     def _nearest(self, i: int, group: np.ndarray, decision: str) -> list[Neighbour]:
         """The papers of `group` (accepted, or rejected) nearest in meaning to paper i."""
@@ -332,6 +374,8 @@ def rank(
         titles=[r.title for r in rows],
         labels=labels,
         vectors=vectors,
+        words=X.matrix[:, : X.words].tocsr() if result.active else None,
+        terms=texts.terms if texts.tfidf is not None else None,
     )
 
 
