@@ -213,8 +213,8 @@ def ranked(
             f"[yellow]No personal model yet: papers come by relevance.[/yellow] {escape(sentence(note))}"
         )
         sort = RankSort.RELEVANCE
-    elif ranking is not None and ranking.decided and not ranking.personal:
-        # Why the decisions so far leave the order as the engine's.
+    elif ranking is not None and ranking.decided and not ranking.personal and not as_json:
+        # Why the decisions so far leave the order as the engine's ("ranked_by" says it in JSON).
         err_console.print(f"[yellow]note:[/yellow] {escape(ranking.note)}")
     shown = {i.paper.id: ranking.score(i.paper.id) for i in items} if ranking and ranking.personal else None
     if as_json:
