@@ -383,3 +383,74 @@ def test_decisions_never_lift_what_the_agenda_excludes() -> None:
     ranking = rank(TextFeatures(location="none"), rows, ["Retrieval", "Not interested"])  # type: ignore[arg-type]
     order = sorted((r.id for r in rows if r.status is Status.NEW), key=lambda p: -ranking.key(p, None))
     assert order[-1] == "p40", order.index("p40")
+
+
+def test_the_blend_in_use_is_kept_while_it_does_no_worse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One more decision moves the cross-validation by luck: what the queue uses stays while it
+    still ranks held-out decisions no worse than the engine, and goes once it ranks them worse."""
+    from assistant.personal import model as personal_model
+
+    rng = np.random.default_rng(0)
+    n = 60
+    X = personal_model.features(
+        sparse_words(n, rng), rng.normal(size=(n, 8)).astype(np.float32), np.zeros((n, 0))
+    )
+    engine = rng.random(n) * 10
+    statuses = [Status.NEW] * n
+    for i in range(12):
+        statuses[i] = Status.ACCEPTED if i % 2 else Status.REJECTED
+    labels = Labels.from_decisions(statuses, [False] * n)
+    ids = [f"p{i}" for i in range(n)]
+    base = (personal_model.RAW, 0.0)
+    blend_key = (personal_model.RAW, 1.0)
+
+    def cross_validation(model_ap: float, wins: float):  # type: ignore[no-untyped-def]
+        def fake(*args: object) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
+            cv = {k: 0.0 for k in ((s, w) for s in ("engine", "calibrated") for w in personal_model.WEIGHTS)}
+            cv[base], cv[blend_key] = 0.5, model_ap
+            return cv, {k: wins for k in cv}
+
+        return fake
+
+    # A clear win: the blend is taken.
+    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.6, 0.95))
+    first = personal_model.fit(X, engine, labels, ids)
+    assert first.active and first.weight == 1.0
+    # Then a narrow, unsure lead: not enough to switch the blend on, enough to keep it on.
+    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.502, 0.6))
+    assert not personal_model.fit(X, engine, labels, ids).active
+    kept = personal_model.fit(X, engine, labels, ids, previous=first)
+    assert kept.active and kept.weight == 1.0 and "kept from before" in kept.note
+    # Worse than the engine alone: it goes.
+    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.45, 0.2))
+    assert not personal_model.fit(X, engine, labels, ids, previous=kept).active
+
+
+def sparse_words(n: int, rng: np.random.Generator):  # type: ignore[no-untyped-def]
+    from scipy import sparse
+
+    return sparse.random(n, 30, density=0.2, format="csr", random_state=rng)
+
+
+def test_a_paper_is_placed_among_the_papers_still_to_decide_starred_ones_too() -> None:
+    """'#4 of 57 still to decide' is the row `ranked` prints it on: a starred paper left new is
+    still in that queue, and counts in the places of the others."""
+    from types import SimpleNamespace
+
+    def row(i: int, status: Status, relevance: float, starred: bool = False) -> SimpleNamespace:
+        return SimpleNamespace(
+            id=f"p{i}", title=f"paper {i}", status=status, starred=starred, seed=False,
+            relevance=relevance, topics={"Retrieval": int(relevance)},
+        )  # fmt: skip
+
+    rows = [row(i, Status.ACCEPTED, 9.0 - i * 0.1) for i in range(3)]
+    rows += [row(3, Status.REJECTED, 8.5)]
+    rows += [row(i, Status.NEW, 8.0 - i * 0.1, starred=i in (5, 7)) for i in range(4, 20)]
+    ranking = rank(TextFeatures(location="none"), rows, ["Retrieval"])  # type: ignore[arg-type]
+    queue = sorted((r.id for r in rows if r.status is Status.NEW), key=lambda p: -ranking.key(p, None))
+    for place, pid in enumerate(queue, start=1):
+        explanation = ranking.explain(pid)
+        assert explanation is not None and explanation.undecided
+        assert (explanation.place, explanation.of) == (place, len(queue)), pid
+    accepted = ranking.explain("p0")
+    assert accepted is not None and not accepted.undecided and accepted.of == len(rows)

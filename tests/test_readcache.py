@@ -66,6 +66,8 @@ def test_an_unchanged_store_is_read_once_and_a_changed_one_again(tmp_path: Path)
     triage_process(store, "search", "attention")
     stats_again, loaded = triage_process(store, "stats")
     assert not loaded and stats_again == stats
+    again, loaded = triage_process(store, "ranked", "--json", "--top", "5")
+    assert not loaded and again == first
     # The queue's order rests on the personal model's cached features: with them deleted, it
     # is ranked again (as 'show' and 'eval' would), not answered from before.
     features = list((tmp_path / "home" / ".cache").rglob("personal/*.pickle"))
@@ -74,6 +76,8 @@ def test_an_unchanged_store_is_read_once_and_a_changed_one_again(tmp_path: Path)
         path.unlink()
     again, loaded = triage_process(store, "ranked", "--json", "--top", "5")
     assert loaded and again == first
+    again, loaded = triage_process(store, "ranked", "--json", "--top", "5")
+    assert not loaded and again == first  # and saved again, with the rebuilt cache
 
     # A decision made with this tool: the next read sees it.
     assert runner.invoke(app, ["--store", str(store), "mark", top, "--accept"]).exit_code == 0

@@ -188,7 +188,7 @@ def suggest_agenda(
 
             papers = uncovered_papers(rows, max_score, negative)
             for row in papers[:SHOW_UNCOVERED]:
-                console.print(f"  {escape(row.title)} [dim]({row.id})[/dim]")
+                console.print(f"  {escape(row.title)} [dim]({escape(row.id)})[/dim]")
             if len(papers) > SHOW_UNCOVERED:
                 console.print(f"  [dim]and {len(papers) - SHOW_UNCOVERED} more[/dim]")
         return

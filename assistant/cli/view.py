@@ -225,7 +225,7 @@ def ranked(
             record["score"] = (
                 score if score is not None else (item.assessment.relevance if item.assessment else None)
             )
-            record["ranked_by"] = "blend" if shown is not None else "engine"
+            record["ranked_by"] = "blend" if score is not None else "engine"
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
     if not items:

@@ -58,7 +58,6 @@ class TextFeatures:
     position: dict[str, int] = field(default_factory=dict)
     version: int = 0  # bumped whenever a row changes
     digests: dict[str, bytes] = field(default_factory=dict)  # of each paper's text, to skip unchanged ones
-    _terms: list[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def built(self) -> bool:
@@ -150,8 +149,10 @@ class TextFeatures:
             vectors.append(vector)
             if on_progress and n % 1000 == 0:
                 on_progress(n, total)
-        self.tfidf, self._terms = vectorizer(), None
-        self.words = self.tfidf.fit_transform(documents).tocsr() if documents else sparse.csr_matrix((0, 0))
+        # Fitted before it is put in place: a ranking made meanwhile keeps the old vocabulary.
+        tfidf = vectorizer()
+        self.words = tfidf.fit_transform(documents).tocsr() if documents else sparse.csr_matrix((0, 0))
+        self.tfidf = tfidf
         self.ids = ids
         self.vectors = _matrix(vectors)
         self.fitted_on = len(ids)
@@ -187,14 +188,6 @@ class TextFeatures:
             for i in new:
                 self.position[texts[i][0]] = len(self.ids)
                 self.ids.append(texts[i][0])
-
-    def terms(self) -> Sequence[str]:
-        """The word (or two-word phrase) of each TF-IDF column."""
-        if self.tfidf is None:
-            return []
-        if self._terms is None:
-            self._terms = [str(t) for t in self.tfidf.get_feature_names_out()]
-        return self._terms
 
     def rows(self, ids: Sequence[str]) -> tuple[sparse.csr_matrix, np.ndarray]:
         """The TF-IDF rows and vectors of these papers (zeros for papers not read yet)."""

@@ -9,6 +9,7 @@ the queue index's rows (`assistant.index.Row`), which every command and the revi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -16,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-from scipy import sparse
 
 from assistant.agenda import excludes
 from assistant.models import Status
@@ -130,16 +130,20 @@ class Ranking:
     labels: Labels
     vectors: np.ndarray
     position: dict[str, int] = field(default_factory=dict)
-    # The papers' TF-IDF rows and the vocabulary's words, to name what moved a paper.
-    words: sparse.csr_matrix | None = None
+    # What the model read of each paper and the vocabulary's words, to name what moved one.
+    feature_rows: Features | None = None
     terms: Callable[[], Sequence[str]] | None = None
+    # Papers still to decide (status new): a paper among them is placed among them, as the
+    # queue prints it. By default the undecided labels (a starred new paper counts as decided).
+    undecided: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.position = {pid: i for i, pid in enumerate(self.ids)}
         assessed = np.isfinite(self.blended)
         # A paper still to decide is placed among those (the queue `ranked` prints); a decided
         # one among every assessed paper.
-        queue = assessed & (self.labels.y < 0)
+        self.undecided = self.labels.y < 0 if self.undecided is None else self.undecided
+        queue = assessed & self.undecided
         self._assessed, self._queue = int(assessed.sum()), int(queue.sum())
         engine = np.where(assessed, self.engine, -np.inf)
         self._places = np.where(queue, _places(self.blended, queue), _places(self.blended, assessed))
@@ -224,7 +228,8 @@ class Ranking:
         i = self.position.get(pid)
         if i is None or not math.isfinite(self.blended[i]):
             return None
-        undecided = bool(self.labels.y[i] < 0)
+        assert self.undecided is not None
+        undecided = bool(self.undecided[i])
         return Explanation(
             engine_place=int(self._engine_places[i]),
             place=int(self._places[i]),
@@ -241,16 +246,16 @@ class Ranking:
 
     def _words(self, i: int) -> dict[str, list[str]]:
         """The words of paper i that add most to the model's score and take most from it."""
-        model = self.fit.model
-        if not self.fit.active or model is None or self.words is None or self.terms is None:
+        model, X = self.fit.model, self.feature_rows
+        if not self.fit.active or model is None or X is None or self.terms is None:
             return {}
-        row = self.words[i]
+        row = X.matrix[i, : X.words].tocsr()
         weights = model.word_weights()
-        if not row.nnz or len(weights) != row.shape[1]:
+        terms = self.terms()
+        if not row.nnz or len(weights) != row.shape[1] or len(terms) != row.shape[1]:
             return {}
         contribution = row.data * weights[row.indices]
         order = np.argsort(-contribution)
-        terms = self.terms()
 
         def named(picks: np.ndarray, sign: float) -> list[str]:
             out: list[str] = []
@@ -374,9 +379,19 @@ def rank(
         titles=[r.title for r in rows],
         labels=labels,
         vectors=vectors,
-        words=X.matrix[:, : X.words].tocsr() if result.active else None,
-        terms=texts.terms if texts.tfidf is not None else None,
+        feature_rows=X if result.active else None,
+        terms=_vocabulary(texts),
+        undecided=np.array([r.status is Status.NEW for r in rows], dtype=bool),
     )
+
+
+def _vocabulary(texts: TextFeatures) -> Callable[[], Sequence[str]] | None:
+    """The words of the TF-IDF columns as they are now, read when first asked (a later refit
+    of the vocabulary puts a new vectorizer in place and leaves this one alone)."""
+    tfidf = texts.tfidf
+    if tfidf is None:
+        return None
+    return functools.cache(lambda: [str(t) for t in tfidf.get_feature_names_out()])
 
 
 def _on_engine_scale(blended: np.ndarray, engine: np.ndarray, assessed: np.ndarray) -> np.ndarray:
