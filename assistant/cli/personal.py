@@ -169,7 +169,8 @@ def suggest_agenda(
     texts, notes = load_features(state.store)
     for note in notes:
         err_console.print(f"[dim]note: {escape(note)}[/dim]")
-    found, uncovered = suggest(texts, rows, max_score, min_papers, ignore=negative)
+    found, papers = suggest(texts, rows, max_score, min_papers, ignore=negative)
+    uncovered = len(papers)
     if not any(r.status is Status.ACCEPTED or r.starred for r in rows):
         console.print("No accepted papers yet: suggestions come from papers you accept that no topic covers.")
         return
@@ -184,9 +185,6 @@ def suggest_agenda(
             )
         )
         if uncovered:  # name them: the researcher may see the missing topic at a glance
-            from assistant.personal.suggest import uncovered as uncovered_papers
-
-            papers = uncovered_papers(rows, max_score, negative)
             for row in papers[:SHOW_UNCOVERED]:
                 console.print(f"  {escape(row.title)} [dim]({escape(row.id)})[/dim]")
             if len(papers) > SHOW_UNCOVERED:

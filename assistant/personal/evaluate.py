@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from assistant.agenda import excludes
 from assistant.models import Status
 from assistant.personal.features import TextFeatures
 from assistant.personal.model import CALIBRATED, RAW, Labels, average_precision, blend, features, fit, scores
-from assistant.personal.ranking import PaperState, learned_topics, topic_names
+from assistant.personal.ranking import PaperState, topic_names, topic_scores
 
 FOLDS = 5
 BUCKETS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, 8.0), (8.0, 10.01))
@@ -177,11 +178,9 @@ def evaluate(
     engine = np.array([r.relevance if r.relevance is not None else np.nan for r in rows], dtype=np.float64)
     assessed = np.isfinite(engine)
     filled = np.where(assessed, engine, float(engine[assessed].min()) if assessed.any() else 0.0)
-    topics = np.array(
-        [[float((r.topics or {}).get(n, 0)) for n in names] for r in rows], dtype=np.float64
-    ).reshape(len(rows), len(names))
+    topics = topic_scores(rows, names)
     words, vectors = texts.rows(ids)
-    _, learned = learned_topics(rows, agenda_topics)
+    learned = topics[:, [not excludes(n) for n in names]]  # as `rank` learns from them
     X = features(words, vectors, learned)
     labels = Labels.from_decisions(
         [r.status for r in rows], [r.starred for r in rows], [r.seed for r in rows]

@@ -129,20 +129,18 @@ class Ranking:
     titles: list[str]
     labels: Labels
     vectors: np.ndarray
+    # Papers still to decide (status new), the queue `ranked` prints: a paper among them is
+    # placed among them (the labels count a starred new paper as decided; the queue does not).
+    undecided: np.ndarray
     position: dict[str, int] = field(default_factory=dict)
     # What the model read of each paper and the vocabulary's words, to name what moved one.
     feature_rows: Features | None = None
     terms: Callable[[], Sequence[str]] | None = None
-    # Papers still to decide (status new): a paper among them is placed among them, as the
-    # queue prints it. By default the undecided labels (a starred new paper counts as decided).
-    undecided: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.position = {pid: i for i, pid in enumerate(self.ids)}
         assessed = np.isfinite(self.blended)
-        # A paper still to decide is placed among those (the queue `ranked` prints); a decided
-        # one among every assessed paper.
-        self.undecided = self.labels.y < 0 if self.undecided is None else self.undecided
+        # A paper still to decide is placed among those; a decided one among every assessed paper.
         queue = assessed & self.undecided
         self._assessed, self._queue = int(assessed.sum()), int(queue.sum())
         engine = np.where(assessed, self.engine, -np.inf)
@@ -228,7 +226,6 @@ class Ranking:
         i = self.position.get(pid)
         if i is None or not math.isfinite(self.blended[i]):
             return None
-        assert self.undecided is not None
         undecided = bool(self.undecided[i])
         return Explanation(
             engine_place=int(self._engine_places[i]),
@@ -258,17 +255,11 @@ class Ranking:
         order = np.argsort(-contribution)
 
         def named(picks: np.ndarray, sign: float) -> list[str]:
-            out: list[str] = []
-            for j in picks:
-                if sign * contribution[j] <= WORD_FLOOR or len(out) == WORDS:
-                    break
-                term = terms[row.indices[j]]
-                # "post training" and "post" are one reason: name the first met.
-                if not any(
-                    set(term.split()) <= set(t.split()) or set(t.split()) <= set(term.split()) for t in out
-                ):
-                    out.append(term)
-            return out
+            # "post training" and "post" are one reason: name it once.
+            weighty = [
+                terms[row.indices[j]] for j in picks[: 3 * WORDS] if sign * contribution[j] > WORD_FLOOR
+            ]
+            return distinct_terms(weighty)[:WORDS]
 
         return {"words_for": named(order, 1.0), "words_against": named(order[::-1], -1.0)}
 
@@ -299,6 +290,15 @@ def _places(values: np.ndarray, among: np.ndarray) -> np.ndarray:
     return places
 
 
+def distinct_terms(terms: list[str]) -> list[str]:
+    """Terms without those another (longer) term already contains: 'entity linking' over 'entity'."""
+    kept: list[str] = []
+    for term in sorted(terms, key=lambda t: -len(t.split())):
+        if not any(term in k.split() or term == k for k in kept):
+            kept.append(term)
+    return sorted(kept, key=terms.index)
+
+
 def topic_names(rows: Sequence[PaperState], agenda_topics: Sequence[str] = ()) -> list[str]:
     if agenda_topics:
         return list(agenda_topics)
@@ -314,10 +314,14 @@ def learned_topics(
     a few decisions can make its score look like a reason to accept (the papers it catches
     share words with the agenda), which would lift the very papers the agenda excludes."""
     names = [n for n in topic_names(rows, agenda_topics) if not excludes(n)]
-    topics = np.array(
+    return names, topic_scores(rows, names)
+
+
+def topic_scores(rows: Sequence[PaperState], names: Sequence[str]) -> np.ndarray:
+    """Each paper's score on each named topic (papers x topics; 0 where it has none)."""
+    return np.array(
         [[float((r.topics or {}).get(name, 0)) for name in names] for r in rows], dtype=np.float64
     ).reshape(len(rows), len(names))
-    return names, topics
 
 
 @dataclass

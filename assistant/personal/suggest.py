@@ -17,7 +17,7 @@ from sklearn.cluster import AgglomerativeClustering
 
 from assistant.defaults import LOW_SCORE
 from assistant.personal.features import TextFeatures
-from assistant.personal.ranking import PaperState
+from assistant.personal.ranking import PaperState, distinct_terms
 
 DISTANCE = 0.55  # cosine distance within which papers are grouped (average linkage)
 TERMS = 6
@@ -59,11 +59,11 @@ def suggest(
     low: int = LOW_SCORE,
     min_papers: int = 2,
     ignore: Collection[str] = (),
-) -> tuple[list[Suggestion], int]:
-    """Suggested topics, largest group first, and how many accepted papers were uncovered."""
+) -> tuple[list[Suggestion], list[PaperState]]:
+    """Suggested topics, largest group first, and the accepted papers no topic covered."""
     missing = uncovered(rows, low, ignore)
     if len(missing) < min_papers or texts.tfidf is None:
-        return [], len(missing)
+        return [], missing
     words, vectors = texts.rows([r.id for r in missing])
     if len(missing) == 1 or not vectors.any():
         groups = np.zeros(len(missing), dtype=np.int64)
@@ -80,18 +80,11 @@ def suggest(
         if len(members) < min_papers:
             continue
         centroid = np.asarray(words[members].mean(axis=0)).ravel() - store_mean
-        terms = _distinct([str(vocabulary[j]) for j in np.argsort(-centroid)[: TERMS * 3] if centroid[j] > 0])
+        terms = distinct_terms(
+            [str(vocabulary[j]) for j in np.argsort(-centroid)[: TERMS * 3] if centroid[j] > 0]
+        )
         if not terms:
             continue
         out.append(Suggestion(terms[0].capitalize(), terms[:TERMS], [missing[i].title for i in members]))
     out.sort(key=lambda s: -len(s.titles))
-    return out, len(missing)
-
-
-def _distinct(terms: list[str]) -> list[str]:
-    """Terms without those another (longer) term already contains: 'entity linking' over 'entity'."""
-    kept: list[str] = []
-    for term in sorted(terms, key=lambda t: -len(t.split())):
-        if not any(term in k.split() or term == k for k in kept):
-            kept.append(term)
-    return sorted(kept, key=terms.index)
+    return out, missing
