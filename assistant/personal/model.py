@@ -402,12 +402,11 @@ def fit(
     # switches its order on and off from one decision to the next cannot be worked down.
     kept = None
     if previous is not None and previous.personal:
-        kept = (CALIBRATED if previous.calibrated else RAW, previous.weight)
-        usable = kept[0] == RAW or result.calibration is not None
-        if usable and kept in result.cv and kept not in candidates and result.cv[kept] >= base_cv:
-            candidates.append(kept)
-        else:
-            kept = None
+        before = (CALIBRATED if previous.calibrated else RAW, previous.weight)
+        usable = before[0] == RAW or result.calibration is not None
+        if usable and before in result.cv and before not in candidates and result.cv[before] >= base_cv:
+            candidates.append(before)
+            kept = before
     best = max(candidates, key=lambda k: (round(result.cv[k], 6), k[0] == RAW, k[1]))
     result.calibrated = best[0] == CALIBRATED
     result.weight = best[1]
@@ -421,16 +420,16 @@ def fit(
         parts = [f"model weight {best[1]:g}"] if best[1] else []
         if result.calibrated:
             parts.insert(0, "engine calibrated to your decisions")
+        n = result.cv_decided
         how = (
-            "kept from before: it still ranks your held-out accepts above the papers you passed "
-            "over no worse than the engine alone"
+            f"kept from before: on {n} decisions it still ranks your held-out accepts above the "
+            "papers you passed over no worse than the engine alone"
             if best == kept
-            else "chosen on {n} decisions: ranking your held-out accepts above the papers you passed over"
+            else f"chosen on {n} decisions: ranking your held-out accepts above the papers you passed over"
         )
         result.note = (
-            f"{', '.join(parts)}; {how.format(n=result.cv_decided)}, average precision {chosen:.2f} "
+            f"{', '.join(parts)}; {how}, average precision {chosen:.2f} "
             f"against {base:.2f} for the engine alone"
-            + (f" ({result.cv_decided} decisions)" if best == kept else "")
         )
     return result
 
