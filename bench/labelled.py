@@ -1,6 +1,6 @@
 """The labelled sets the ranking benchmarks run on, and the engine's scores for them.
 
-All five sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
+All six sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
 listing pages) 0/1/2 against research agendas, each agenda written as a paragraph and as three
 words, by two readers who did not see each other's grades:
 
@@ -14,8 +14,11 @@ words, by two readers who did not see each other's grades:
   version and the personal model's confidence gate, once. Changes after that may be chosen on it.
 - set D (`held out once`): reasoning and prompting, evaluation, text generation, architectures
   and scaling. Graded after set C's report; it reported the personal model once (stop 21).
-- set E (`held out`): retrieval and question answering, bias and fairness, robustness and
-  generalisation, machine translation. Graded after set D's report; never tuned on.
+- set E (`held out once`): retrieval and question answering, bias and fairness, robustness and
+  generalisation, machine translation. Graded after set D's report; it reported the personal
+  model once (stop 22).
+- set F (`held out`): sentiment and opinion, model compression, speech, long context and
+  position. Graded after set E's report; never tuned on.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ SETS = {
     "B": ("tuning", ["peft", "efficiency", "knowledge", "structure"], DATA / "labels_b"),
     "C": ("held out once", ["interp", "multimodal", "alignment", "data"], DATA / "labels_c"),
     "D": ("held out once", ["reasoning", "evaluation", "generation", "architectures"], DATA / "labels_d"),
-    "E": ("held out", ["retrieval", "fairness", "robustness", "translation"], DATA / "labels_e"),
+    "E": ("held out once", ["retrieval", "fairness", "robustness", "translation"], DATA / "labels_e"),
+    "F": ("held out", ["sentiment", "compression", "speech", "longcontext"], DATA / "labels_f"),
 }
 READERS = ("first", "second")
 FORMS = ("para", "3 words")
