@@ -17,8 +17,9 @@ words, by two readers who did not see each other's grades:
 - set E (`held out once`): retrieval and question answering, bias and fairness, robustness and
   generalisation, machine translation. Graded after set D's report; it reported the personal
   model once (stop 22).
-- set F (`held out`): sentiment and opinion, model compression, speech, long context and
-  position. Graded after set E's report; never tuned on.
+- set F (`held out once`): sentiment and opinion, model compression, speech, long context
+  and position. Graded after set E's report; it reported the engine, the personal model and a
+  change to the model, rejected on it, once (stop 23).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ SETS = {
     "C": ("held out once", ["interp", "multimodal", "alignment", "data"], DATA / "labels_c"),
     "D": ("held out once", ["reasoning", "evaluation", "generation", "architectures"], DATA / "labels_d"),
     "E": ("held out once", ["retrieval", "fairness", "robustness", "translation"], DATA / "labels_e"),
-    "F": ("held out", ["sentiment", "compression", "speech", "longcontext"], DATA / "labels_f"),
+    "F": ("held out once", ["sentiment", "compression", "speech", "longcontext"], DATA / "labels_f"),
 }
 READERS = ("first", "second")
 FORMS = ("para", "3 words")

@@ -13,7 +13,9 @@ engine alone. WSS@95 is the work saved over reading in random order at 95% recal
 of papers the researcher need not read before 95% of the grade-2 papers are found, less 5%
 (the blend retrains after every decision up to 50, then every 10).
 
-Sets A and B are where the model's constants were chosen; set C was never tuned on. Retrain time is
+The model's constants were chosen on sets A and B; each later set was graded after the last
+one reported, and reports once before anything may be chosen on it (bench/labelled.py says
+which). Retrain time is
 measured at 1k and 10k decisions on a 10k-paper store (random vectors), the cost of one
 retrain after a decision in the review UI.
 """
