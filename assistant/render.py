@@ -15,6 +15,14 @@ if TYPE_CHECKING:
     from assistant.models import StoredPaper
 
 
+LEAN_LEGEND = "↑ the model rates it above the engine, ↓ below"
+
+
+def lean(disagreement: float) -> str:
+    """Which way the personal model leans on a paper against the engine (`LEAN_LEGEND`)."""
+    return "↑" if disagreement > 0 else "↓"
+
+
 def relevance_bar(value: float | None, width: int = 10) -> Text:
     if value is None:
         return Text("·" * width, style="dim")

@@ -530,6 +530,22 @@ def test_decisions_retrain_the_personal_model_and_the_queue_follows(
         assert all(app.index.rows[i].status is not Status.ACCEPTED for i in shown)
         values = [app.ranking.uncertain(i) for i in shown if app.index.rows[i].status is Status.NEW]
         assert values == sorted(values)
+        # Disagreements first, each saying which way the model leans.
+        status = list(app.table.widths).index("status")
+
+        def marks() -> dict[str, str]:
+            cells = {i: str(app.table.get_row(i)[status]) for i in app.table.shown}
+            return {i: c[-1] for i, c in cells.items() if c[-1] in "↑↓"}
+
+        app.set_sort(Sort.DISAGREEMENT)
+        await settle(pilot)
+        new = [i for i in app.table.shown if app.index.rows[i].status is Status.NEW]
+        leans = {i: "↑" if app.ranking.disagreement(i) > 0 else "↓" for i in new}
+        assert new and {i: marks()[i] for i in new} == leans
+        assert set(leans.values()) == {"↑", "↓"}
+        app.set_sort(Sort.RELEVANCE)
+        await settle(pilot)
+        assert not marks()
 
     drive(app, script)
 

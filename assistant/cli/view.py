@@ -14,7 +14,7 @@ from rich.table import Table
 
 from assistant.cli.shared import app, console, err_console, plural, read_ids, sentence, state, user_errors
 from assistant.errors import TriageError
-from assistant.render import papers_table, relevance_bar
+from assistant.render import LEAN_LEGEND, lean, papers_table, relevance_bar
 from assistant.status import Status
 
 if TYPE_CHECKING:
@@ -170,8 +170,7 @@ def ranked_items(
 SORT_TITLES = {
     RankSort.RELEVANCE: "by relevance",
     RankSort.UNCERTAIN: "the model is least sure of (deciding these teaches it most)",
-    RankSort.DISAGREEMENT: "where your personal model and the engine disagree most "
-    "(↑ the model rates it above the engine, ↓ below)",
+    RankSort.DISAGREEMENT: f"where your personal model and the engine disagree most ({LEAN_LEGEND})",
 }
 
 
@@ -243,7 +242,7 @@ def ranked(
         )
     stale = state.stale(items)
     marks = (
-        {i.paper.id: "↑" if ranking.disagreement(i.paper.id) > 0 else "↓" for i in items}
+        {i.paper.id: lean(ranking.disagreement(i.paper.id)) for i in items}
         if ranking is not None and sort is RankSort.DISAGREEMENT
         else {}
     )

@@ -28,6 +28,7 @@ from assistant.index import PERSONAL_SORTS, QueueIndex, Row, Sort, sort_key
 from assistant.lists import ReadingLists
 from assistant.models import Decision, Status, StoredPaper, now_utc
 from assistant.personal import FeatureCache, Ranking, TextFeatures, load_features, rank
+from assistant.render import LEAN_LEGEND, lean
 from assistant.selection import Selection
 from assistant.store import PaperRecord, Store
 from assistant.triage.assess import Prepared, assess_papers, prepare_llm
@@ -512,6 +513,7 @@ class ReviewApp(App[None]):
         before = self.ranking
         self.ranking = ranking
         self.table.score_of = ranking.score if ranking.personal else None
+        self.set_marks()
         # Rows that changed while it trained (a refresh, a decision) move to their places.
         self.index.set_ranking(ranking, orders, version)
         for note in notes:
@@ -877,7 +879,18 @@ class ReviewApp(App[None]):
         ):
             note = self.ranking.fit.note if self.ranking else "the personal model is still loading"
             self.notify(f"No personal model yet ({note}): by relevance meanwhile.", timeout=5)
+        elif sort is Sort.DISAGREEMENT:
+            self.notify(f"Disagreement first: {LEAN_LEGEND}.", timeout=5)
+        self.set_marks()
         self.reload()
+
+    def set_marks(self) -> None:
+        """In the disagreement sort, each paper says which way the model leans (`LEAN_LEGEND`)."""
+        ranking = self.ranking
+        if self.sort is Sort.DISAGREEMENT and ranking is not None and ranking.model is not None:
+            self.table.mark_of = lambda pid: lean(ranking.disagreement(pid))
+        else:
+            self.table.mark_of = None
 
     def action_cycle_sort(self) -> None:
         sorts = list(Sort)

@@ -78,10 +78,13 @@ class QueueTable(DataTable[Any]):
         self._rows: Iterator[Row] = iter(())
         # The score shown for a paper (the personal ranking's), else its relevance.
         self.score_of: Callable[[str], float | None] | None = None
+        # A mark after the status (the disagreement sort's ↑ / ↓), if any.
+        self.mark_of: Callable[[str], str] | None = None
 
     def cells(self, row: Row) -> tuple[RenderableType, ...]:
         score = self.score_of(row.id) if self.score_of is not None else row.relevance
-        return row_cells(row, self.widths or column_widths(120), score)
+        mark = self.mark_of(row.id) if self.mark_of is not None else ""
+        return row_cells(row, self.widths or column_widths(120), score, mark)
 
     def set_columns(self, widths: dict[str, int]) -> None:
         """Lay the columns out anew (`column_widths`); the rows are to be filled again."""
@@ -166,10 +169,10 @@ class Summary(Static):
 
 
 def row_cells(
-    row: Row, widths: dict[str, int] | None = None, score: float | None = None
+    row: Row, widths: dict[str, int] | None = None, score: float | None = None, mark: str = ""
 ) -> tuple[RenderableType, ...]:
     """The queue table's cells for one paper, one per column of `widths` (`column_widths`);
-    `score`: what the bar shows, by default its relevance."""
+    `score`: what the bar shows, by default its relevance; `mark`: shown after the status."""
     widths = widths or column_widths(120)
     cells: dict[str, RenderableType] = {
         "rel": relevance_bar(score if score is not None else row.relevance, 6)
@@ -183,6 +186,8 @@ def row_cells(
     status = Text(row.status.value + (" ★" if row.starred else ""), STATUS_STYLE[row.status])
     if row.failed and row.relevance is None:
         status.append(" failed", "red")
+    if mark:
+        status.append(f" {mark}", "magenta")
     cells["status"] = status
     if "source" in widths:
         source = Text((row.sources[0].split(":", 1)[-1] if row.sources else ""), "dim")
