@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from assistant.agenda import excludes
 from assistant.models import Status
 from assistant.personal.features import TextFeatures
 from assistant.personal.model import CALIBRATED, RAW, Labels, average_precision, blend, features, fit, scores
-from assistant.personal.ranking import PaperState, topic_names, topic_scores
+from assistant.personal.ranking import PaperState, learns_from, topic_names, topic_scores
 
 FOLDS = 5
 BUCKETS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, 8.0), (8.0, 10.01))
@@ -180,7 +179,7 @@ def evaluate(
     filled = np.where(assessed, engine, float(engine[assessed].min()) if assessed.any() else 0.0)
     topics = topic_scores(rows, names)
     words, vectors = texts.rows(ids)
-    learned = topics[:, [not excludes(n) for n in names]]  # as `rank` learns from them
+    learned = topics[:, learns_from(names)]
     X = features(words, vectors, learned)
     labels = Labels.from_decisions(
         [r.status for r in rows], [r.starred for r in rows], [r.seed for r in rows]

@@ -308,13 +308,19 @@ def topic_names(rows: Sequence[PaperState], agenda_topics: Sequence[str] = ()) -
 def learned_topics(
     rows: Sequence[PaperState], agenda_topics: Sequence[str] = ()
 ) -> tuple[list[str], np.ndarray]:
-    """The topics the model and the calibration learn from, and their scores (papers x topics).
+    """The topics the model and the calibration learn from, and their scores (papers x topics)."""
+    names = topic_names(rows, agenda_topics)
+    names = [n for n, learned in zip(names, learns_from(names), strict=True) if learned]
+    return names, topic_scores(rows, names)
+
+
+def learns_from(names: Sequence[str]) -> list[bool]:
+    """Whether the model and the calibration learn from each of these topics.
 
     "Not interested" is left out: the engine's relevance already counts it against a paper, and
     a few decisions can make its score look like a reason to accept (the papers it catches
     share words with the agenda), which would lift the very papers the agenda excludes."""
-    names = [n for n in topic_names(rows, agenda_topics) if not excludes(n)]
-    return names, topic_scores(rows, names)
+    return [not excludes(n) for n in names]
 
 
 def topic_scores(rows: Sequence[PaperState], names: Sequence[str]) -> np.ndarray:
