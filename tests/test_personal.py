@@ -454,3 +454,48 @@ def test_a_paper_is_placed_among_the_papers_still_to_decide_starred_ones_too() -
         assert (explanation.place, explanation.of) == (place, len(queue)), pid
     accepted = ranking.explain("p0")
     assert accepted is not None and not accepted.undecided and accepted.of == len(rows)
+
+
+def test_commands_and_a_new_review_session_keep_the_blend_the_queue_used(
+    demo: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A blend in use stays while it ranks held-out decisions no worse than the engine: that
+    holds from one command to the next too, so `ranked` shows the order the review UI left,
+    not one chosen afresh. The remembered blend is derived state: deleted or damaged, the
+    blend is chosen afresh."""
+    from assistant.agenda import load_agenda
+    from assistant.cache import cache_file
+    from assistant.personal import model as personal_model
+
+    decide_like_a_knowledge_researcher(30)
+    topics = [t.name for t in load_agenda(load_settings().agenda_path).topics]
+    base, blend_key = (personal_model.RAW, 0.0), (personal_model.RAW, 1.0)
+
+    def cross_validation(model_ap: float, wins: float):  # type: ignore[no-untyped-def]
+        def fake(*args: object) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
+            sides = (personal_model.RAW, personal_model.CALIBRATED)
+            keys = [(s, w) for s in sides for w in personal_model.WEIGHTS]
+            cv = dict.fromkeys(keys, 0.0)
+            cv[base], cv[blend_key] = 0.5, model_ap
+            return cv, dict.fromkeys(keys, wins)
+
+        return fake
+
+    # A clear win switches the blend on...
+    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.6, 0.95))
+    assert store_ranking(open_store(), topics).ranking.fit.weight == 1.0
+    # ... and a narrow lead, not enough to switch it on, keeps it on in the next command.
+    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.502, 0.6))
+    kept = store_ranking(open_store(), topics).ranking.fit
+    assert kept.active and kept.weight == 1.0 and "kept from before" in kept.note
+    records = ranked_json("--top", "5")
+    assert all(r["ranked_by"] != "engine" for r in records), records[0]["ranked_by"]
+    # Deleted: chosen afresh (the narrow lead does not switch it on).
+    path = cache_file("blend", open_store().cache_key)
+    assert path.exists() and str(isolated.parent / "home" / ".cache") in str(path)
+    path.unlink()
+    assert not store_ranking(open_store(), topics).ranking.fit.active
+    # Damaged: chosen afresh, with a note and no traceback.
+    path.write_bytes(b"not a cache")
+    damaged = store_ranking(open_store(), topics)
+    assert any("chosen afresh" in n for n in damaged.notes) and not damaged.ranking.fit.active

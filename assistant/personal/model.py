@@ -148,6 +148,18 @@ class Fit:
         """Whether the decisions change the order at all (a model weight or a calibration)."""
         return self.active or self.calibrated
 
+    def choice(self) -> Fit:
+        """What a later fit needs of this one (see `fit`'s `previous`): the blend in use and
+        the cross-validation it was chosen on, without the trained models."""
+        return Fit(
+            weight=self.weight,
+            calibrated=self.calibrated,
+            decided=self.decided,
+            cv=dict(self.cv),
+            confidence=dict(self.confidence),
+            cv_decided=self.cv_decided,
+        )
+
     def short(self) -> str:
         """A few words for the review UI's header."""
         if self.personal:
@@ -340,7 +352,8 @@ def fit(
     decisions better than the raw relevance. `assessed` marks the papers the engine has
     scored (all by default); `order` is `stable_order(ids)` when already known. With many
     decisions the weight hardly moves from one decision to the next: a previous fit's choice
-    is kept until the decisions have grown by a tenth (the model itself is always retrained)."""
+    is kept until the decisions have grown (or shrunk) by a tenth (the model itself is always
+    retrained). `previous` is the last fit, or its `choice()` remembered between commands."""
     result = Fit(
         positives=labels.positives,
         negatives=labels.negatives,
@@ -375,7 +388,7 @@ def fit(
         previous is not None
         and previous.cv
         and previous.cv_decided >= REUSE_FROM
-        and labels.decided < REUSE_GROWTH * previous.cv_decided
+        and previous.cv_decided / REUSE_GROWTH <= labels.decided < REUSE_GROWTH * previous.cv_decided
     )
     if previous is not None and reuse:
         result.cv, result.cv_decided = previous.cv, previous.cv_decided
@@ -401,7 +414,7 @@ def fit(
     # the engine alone: one more decision moves the cross-validation by luck, and a queue that
     # switches its order on and off from one decision to the next cannot be worked down.
     kept = None
-    if previous is not None and previous.personal:
+    if previous is not None and (previous.weight > 0 or previous.calibrated):
         before = (CALIBRATED if previous.calibrated else RAW, previous.weight)
         usable = before[0] == RAW or result.calibration is not None
         if usable and before in result.cv and before not in candidates and result.cv[before] >= base_cv:

@@ -27,7 +27,15 @@ from assistant.errors import TriageError
 from assistant.index import PERSONAL_SORTS, QueueIndex, Row, Sort, sort_key
 from assistant.lists import ReadingLists
 from assistant.models import Decision, Status, StoredPaper, now_utc
-from assistant.personal import FeatureCache, Ranking, TextFeatures, load_features, rank
+from assistant.personal import (
+    FeatureCache,
+    Ranking,
+    TextFeatures,
+    load_features,
+    rank,
+    remember_choice,
+    remembered_choice,
+)
 from assistant.render import LEAN_LEGEND, lean
 from assistant.selection import Selection
 from assistant.store import PaperRecord, Store
@@ -495,7 +503,12 @@ class ReviewApp(App[None]):
         version = self.index.version
         rows = list(self.index.rows.values())
         topics = [t.name for t in self.agenda.topics] if self.agenda else []
-        ranking = rank(self.texts, rows, topics, self.ranking.fit if self.ranking else None, self._features)
+        previous = self.ranking.fit if self.ranking else None
+        if previous is None:  # the blend the last session or command left
+            previous, note = remembered_choice(self.store, topics, self.cache_dir)
+            notes += [note] if note else []
+        ranking = rank(self.texts, rows, topics, previous, self._features)
+        remember_choice(self.store, topics, ranking.fit, self.cache_dir)
         # Only the order on screen is sorted here; the others when they are asked for.
         orders: dict[Sort, list[str]] = {}
         if self.sort is Sort.RELEVANCE:
