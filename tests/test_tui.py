@@ -584,6 +584,42 @@ def test_the_cursor_opens_on_the_top_of_the_blended_queue(assessed: Settings, tm
     drive(app, script)
 
 
+def test_the_disagreement_marks_come_with_the_first_ranking(
+    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opened in the disagreement sort before the model is ready, and it does not blend (the
+    engine ranks held-out decisions best): the rows are redrawn in the model's order, each
+    marked with the way the model leans, once it has trained."""
+    from assistant.personal import model as personal_model
+
+    def engine_best(*args: object) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
+        keys = [
+            (s, w) for s in (personal_model.RAW, personal_model.CALIBRATED) for w in personal_model.WEIGHTS
+        ]
+        return {k: 0.9 if k == (personal_model.RAW, 0.0) else 0.4 for k in keys}, dict.fromkeys(keys, 0.0)
+
+    monkeypatch.setattr(personal_model, "_cross_validate", engine_best)
+    store = reopen(assessed)
+    items = sorted((i for i in store.iter_all() if i.assessment), key=lambda i: i.paper.id)
+    for n, item in enumerate(items[:12]):
+        store.set_status([item.paper.id], Status.ACCEPTED if n % 3 else Status.REJECTED)
+    app = make_app(assessed, tmp_path)
+    app.sort = Sort.DISAGREEMENT
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        assert app.ranking is not None and app.ranking.model is not None and not app.ranking.personal
+        status = list(app.table.widths).index("status")
+        new = [i for i in app.table.shown if app.index.rows[i].status is Status.NEW]
+        cells = {i: str(app.table.get_row(i)[status])[-1] for i in new}
+        assert new and cells == {i: "↑" if app.ranking.disagreement(i) > 0 else "↓" for i in new}
+        key = sort_key(Sort.DISAGREEMENT, app.ranking)
+        keys = [key(app.index.rows[i]) for i in app.shown if i not in app.sticky]
+        assert keys == sorted(keys)
+
+    drive(app, script)
+
+
 def test_an_empty_store_says_how_to_fill_it(tmp_path: Path) -> None:
     from assistant.config import load_settings
 
