@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from assistant.cache import cache_file, read_pickle, write_pickle
 from assistant.models import Paper, Status
+from assistant.order import queue_key
 from assistant.selection import Selection
 from assistant.store import Store, list_names
 
@@ -134,9 +135,9 @@ def sort_key(sort: Sort, ranking: Ranked | None = None) -> Callable[[Row], Any]:
         if sort is Sort.DISAGREEMENT:
             return lambda r: (r.status is not Status.NEW, -abs(ranking.disagreement(r.id)), r.id)
         if sort is Sort.RELEVANCE:
-            return lambda r: (-ranking.key(r.id, r.relevance), -(r.day or 0), r.id)
+            return lambda r: queue_key(ranking.key(r.id, r.relevance), r.day, r.id)
     if sort in PERSONAL_SORTS:
-        return lambda r: (-(r.relevance if r.relevance is not None else -1.0), -(r.day or 0), r.id)
+        return lambda r: queue_key(r.relevance if r.relevance is not None else -1.0, r.day, r.id)
     if sort is Sort.NEWEST:
         return lambda r: (-(r.day or 0), -(r.relevance or 0.0), r.id)
     if sort is Sort.ADDED:

@@ -315,7 +315,7 @@ def test_precomputed_orders_match_the_queue_and_follow_rows_changed_meanwhile(de
     texts, _ = load_features(store)
     rows = list(index.rows.values())
     ranking = rank(texts, rows)
-    order = ranking.relevance_order([r.day for r in rows])
+    order = ranking.relevance_order()
     assert order == [r.id for r in sorted(rows, key=sort_key(Sort.RELEVANCE, ranking))]
     version = index.version
     # Meanwhile a refresh brings a paper the ranking has not seen, assessed high: it goes to
@@ -499,3 +499,51 @@ def test_commands_and_a_new_review_session_keep_the_blend_the_queue_used(
     path.write_bytes(b"not a cache")
     damaged = store_ranking(open_store(), topics)
     assert any("chosen afresh" in n for n in damaged.notes) and not damaged.ranking.fit.active
+
+
+def test_a_place_in_show_is_the_row_ranked_prints_when_scores_tie(
+    demo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An LLM's scores tie often (whole numbers), and so does a blend that only calibrates
+    them: `show`'s "#k of N", the row `ranked` prints it on and the review UI's order break ties
+    the same way (the newer paper, then the id)."""
+    from assistant.agenda import load_agenda
+    from assistant.index import QueueIndex, Sort, sort_key
+    from assistant.personal import model as personal_model
+
+    store = open_store()
+    whole = {
+        i.paper.id: i.assessment.model_copy(update={"relevance": float(round(i.assessment.relevance))})
+        for i in store.iter_all()
+        if i.assessment is not None
+    }
+    store.set_assessments(whole)
+    decide_like_a_knowledge_researcher(30)
+
+    def calibration_best(
+        *args: object,
+    ) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
+        keys = [
+            (s, w) for s in (personal_model.RAW, personal_model.CALIBRATED) for w in personal_model.WEIGHTS
+        ]
+        return {k: 0.9 if k == (personal_model.CALIBRATED, 0.0) else 0.5 for k in keys}, dict.fromkeys(
+            keys, 1.0
+        )
+
+    monkeypatch.setattr(personal_model, "_cross_validate", calibration_best)
+    topics = [t.name for t in load_agenda(load_settings().agenda_path).topics]
+    ranking = store_ranking(open_store(), topics).ranking
+    assert ranking.fit.calibrated and not ranking.fit.active
+    records = ranked_json("--top", "80")
+    ids = [str(r["paper"]["id"]) for r in records]  # type: ignore[index]
+    scores = [ranking.key(pid, None) for pid in ids]
+    assert len(set(scores)) < len(scores) - 10, "the calibrated scores should tie often"
+    places = [ranking.explain(pid).place for pid in ids]  # type: ignore[union-attr]
+    assert places == list(range(1, len(ids) + 1))
+    index = QueueIndex(location="ties")
+    index.build(open_store())
+    queue = sorted(
+        (r for r in index.rows.values() if r.status is Status.NEW and r.relevance is not None),
+        key=sort_key(Sort.RELEVANCE, ranking),
+    )
+    assert [r.id for r in queue[: len(ids)]] == ids

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from assistant.cli.shared import app, console, err_console, plural, read_ids, sentence, state, user_errors
 from assistant.errors import TriageError
+from assistant.order import queue_key
 from assistant.render import LEAN_LEGEND, lean, papers_table, relevance_bar
 from assistant.status import Status
 
@@ -155,9 +156,11 @@ def ranked_items(
 
     if ranking is None or sort is RankSort.RELEVANCE:
         if ranking is not None:
-            items.sort(key=lambda i: (-ranking.key(i.paper.id, relevance(i)), -(i.paper.year or 0)))
+            items.sort(
+                key=lambda i: queue_key(ranking.key(i.paper.id, relevance(i)), i.paper.day, i.paper.id)
+            )
         else:
-            items.sort(key=lambda i: (-relevance(i), -(i.paper.year or 0)))
+            items.sort(key=lambda i: queue_key(relevance(i), i.paper.day, i.paper.id))
     else:
         items = [i for i in items if i.decision.status is Status.NEW]
         if sort is RankSort.UNCERTAIN:

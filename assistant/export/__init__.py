@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assistant.errors import TriageError
+from assistant.order import queue_key
 
 if TYPE_CHECKING:
     from assistant.export.common import ExportContext
@@ -89,14 +90,16 @@ def by_relevance(
     items: Sequence[StoredPaper], score: Callable[[StoredPaper], float] | None = None
 ) -> list[StoredPaper]:
     """Most relevant first (by `score`, the queue's blended order, when given), unassessed papers
-    last; newer papers first among equals."""
+    last; among equals as in the queue (`queue_key`: the newer paper, then the id)."""
     return sorted(
         items,
         key=lambda i: (
             i.assessment is None,
-            -(score(i) if score else i.assessment.relevance if i.assessment else 0.0),
-            -(i.paper.day or 0),
-            i.paper.title.casefold(),
+            *queue_key(
+                score(i) if score else i.assessment.relevance if i.assessment else 0.0,
+                i.paper.day,
+                i.paper.id,
+            ),
         ),
     )
 

@@ -136,6 +136,9 @@ class Ranking:
     # What the model read of each paper and the vocabulary's words, to name what moved one.
     feature_rows: Features | None = None
     terms: Callable[[], Sequence[str]] | None = None
+    # Each paper's date (yyyymmdd, 0 unknown): among equal scores the newer paper comes first,
+    # then the id, in every view of the queue (`assistant.order.queue_key`).
+    days: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.position = {pid: i for i, pid in enumerate(self.ids)}
@@ -144,8 +147,18 @@ class Ranking:
         queue = assessed & self.undecided
         self._assessed, self._queue = int(assessed.sum()), int(queue.sum())
         engine = np.where(assessed, self.engine, -np.inf)
-        self._places = np.where(queue, _places(self.blended, queue), _places(self.blended, assessed))
-        self._engine_places = np.where(queue, _places(engine, queue), _places(engine, assessed))
+        days = np.zeros(len(self.ids)) if self.days is None else np.asarray(self.days, dtype=np.float64)
+        # Where each paper falls among equal scores: the newer first, then by id.
+        by_id = np.empty(len(self.ids), dtype=np.int64)
+        by_id[np.argsort(np.asarray(self.ids), kind="stable")] = np.arange(len(self.ids))
+        self._ties = np.empty(len(self.ids), dtype=np.int64)
+        self._ties[np.lexsort((by_id, -days))] = np.arange(len(self.ids))
+        self._places = np.where(
+            queue, _places(self.blended, queue, self._ties), _places(self.blended, assessed, self._ties)
+        )
+        self._engine_places = np.where(
+            queue, _places(engine, queue, self._ties), _places(engine, assessed, self._ties)
+        )
         self._accepted = np.flatnonzero((self.labels.y == 1) & (self.labels.weight >= 1.0))
         self._rejected = np.flatnonzero(self.labels.y == 0)
 
@@ -171,14 +184,9 @@ class Ranking:
         mean, std = self.fit.engine_stats
         return (relevance - mean) / std
 
-    def relevance_order(self, days: Sequence[int | None]) -> list[str]:
-        """Every paper's id in the queue's relevance order: blended score, then the newer
-        paper, then the id (`days` in the ranking's paper order)."""
-        ids = np.asarray(self.ids)
-        by_id = np.empty(len(ids), dtype=np.int64)
-        by_id[np.argsort(ids, kind="stable")] = np.arange(len(ids))
-        day = np.array([d or 0 for d in days], dtype=np.float64)
-        order = np.lexsort((by_id, -day, -self.blended))
+    def relevance_order(self) -> list[str]:
+        """Every paper's id in the queue's relevance order (`assistant.order.queue_key`)."""
+        order = np.lexsort((self._ties, -self.blended))
         return [self.ids[i] for i in order]
 
     def priority(self, pid: str) -> float:
@@ -281,12 +289,12 @@ def _places_word(n: int) -> str:
     return f"{n} place" if n == 1 else f"{n} places"
 
 
-def _places(values: np.ndarray, among: np.ndarray) -> np.ndarray:
-    """1-based place of each paper of `among` by descending value (ties in paper order); 0
-    for the others."""
+def _places(values: np.ndarray, among: np.ndarray, ties: np.ndarray) -> np.ndarray:
+    """1-based place of each paper of `among` by descending value (ties by `ties`, ascending);
+    0 for the others."""
     idx = np.flatnonzero(among)
     places = np.zeros(len(values), dtype=np.int64)
-    places[idx[np.lexsort((idx, -values[idx]))]] = np.arange(1, len(idx) + 1)
+    places[idx[np.lexsort((ties[idx], -values[idx]))]] = np.arange(1, len(idx) + 1)
     return places
 
 
@@ -392,6 +400,7 @@ def rank(
         feature_rows=X if result.active else None,
         terms=_vocabulary(texts),
         undecided=np.array([r.status is Status.NEW for r in rows], dtype=bool),
+        days=np.array([getattr(r, "day", None) or 0 for r in rows], dtype=np.float64),
     )
 
 

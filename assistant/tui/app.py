@@ -512,7 +512,7 @@ class ReviewApp(App[None]):
         # Only the order on screen is sorted here; the others when they are asked for.
         orders: dict[Sort, list[str]] = {}
         if self.sort is Sort.RELEVANCE:
-            orders[Sort.RELEVANCE] = ranking.relevance_order([r.day for r in rows])
+            orders[Sort.RELEVANCE] = ranking.relevance_order()
         elif self.sort in PERSONAL_SORTS:
             orders[self.sort] = [r.id for r in sorted(rows, key=sort_key(self.sort, ranking))]
         if not worker.is_cancelled:
