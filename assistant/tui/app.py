@@ -532,7 +532,8 @@ class ReviewApp(App[None]):
         for note in notes:
             self.notify(note, timeout=6)
         # The uncertain and disagreement sorts follow the model even when it does not blend.
-        if ranking.personal or (before is not None and before.personal) or self.sort in PERSONAL_SORTS:
+        model_sort = self.sort in (Sort.UNCERTAIN, Sort.DISAGREEMENT)
+        if ranking.personal or (before is not None and before.personal) or model_sort:
             # The first blended order replaces the engine's: if the researcher has not moved
             # off the first row, the top of the blended queue is where the cursor belongs.
             first = before is None or not before.personal
