@@ -55,7 +55,9 @@ RAW, CALIBRATED = "engine", "calibrated"
 CALIBRATION_FROM = 10  # decisions before the engine's scores are calibrated
 C = 1.0
 LIBLINEAR_BELOW = 2000
-EMBEDDING_SCALE = 0.25
+# The embedding counts more than any one word: with a few decisions, the words of the accepted
+# papers are too specific (chosen on sets A-F, stop 25; see bench/README.md).
+EMBEDDING_SCALE = 2.0
 TOPIC_SCALE = 0.25
 # With this many decisions, the weight is chosen again only when they have grown by a tenth.
 REUSE_FROM = 200
@@ -180,8 +182,8 @@ def word_features(documents: Sequence[str]) -> sparse.csr_matrix:
 @dataclass(frozen=True)
 class Features:
     """What the model sees of each paper: the TF-IDF of its words (the first `words` columns),
-    its embedding and the engine's topic scores (0..1), the last two scaled down so that the
-    words lead."""
+    its embedding, scaled up so that meaning leads over single words, and the engine's topic
+    scores (0..1), scaled down."""
 
     matrix: sparse.csr_matrix
     words: int
