@@ -47,6 +47,9 @@ from assistant.personal.model import (
 from assistant.triage.offline import Corpus, OfflineEngine
 
 CHECKPOINTS = (0, 5, 10, 20, 50)
+# Grade-2 papers found within this many decisions. Unlike the remaining queue's AP, this
+# compares the two orders on the same footing when they have decided different papers.
+FOUND_WITHIN = (20, 50)
 EVERY_STEP_UNTIL = 50
 LATER_EVERY = 10
 STATUS_OF_GRADE = {2: Status.ACCEPTED, 1: Status.MAYBE, 0: Status.REJECTED}
@@ -69,7 +72,8 @@ def simulate(
     target = int(np.ceil(0.95 * relevant.sum()))
     rows: dict[int, tuple[float, float]] = {}
     weights: dict[int, float] = {}
-    found = found_20 = found_50 = 0
+    found = 0
+    found_within: dict[int, int] = {}
     screened_at_target = n
     order_score = engine.copy()
     fitted_at = -1
@@ -94,10 +98,8 @@ def simulate(
             found += 1
             if found == target:
                 screened_at_target = step + 1
-        if step == 19:
-            found_20 = found
-        if step == 49:
-            found_50 = found
+        if step + 1 in FOUND_WITHIN:
+            found_within[step + 1] = found
         if step >= stop_at or (found >= target and step >= max(CHECKPOINTS)):
             break
     engine_order = np.lexsort((np.arange(n), -engine))
@@ -107,12 +109,10 @@ def simulate(
         "weights": weights,
         "wss_blend": (n - screened_at_target) / n - 0.05,
         "wss_engine": (n - engine_screened) / n - 0.05,
-        "found_engine_20": int(relevant[engine_order[:20]].sum()),
-        "found_blend_20": found_20,
-        # Unlike the remaining queue's AP, this compares the two orders on the same footing
-        # when they have decided different papers.
-        "found_engine_50": int(relevant[engine_order[:50]].sum()),
-        "found_blend_50": found_50 if step >= 49 else found,
+        # within k decisions: (following the engine alone, following the blend)
+        "found": {
+            k: (int(relevant[engine_order[:k]].sum()), found_within.get(k, found)) for k in FOUND_WITHIN
+        },
     }
 
 
@@ -195,6 +195,7 @@ def main() -> None:
         results = list(pool.map(job, jobs))
     rows: list[list[object]] = []
     summary: dict[tuple[str, str, str], list[list[float]]] = {}
+    found_50: dict[tuple[str, str, str], np.ndarray] = {}
     for label, who, sim, seconds in results:
         assert isinstance(sim, dict) and isinstance(label, str) and isinstance(who, str)
         ap = sim["ap"]
@@ -202,28 +203,22 @@ def main() -> None:
         row += [f"{ap[n][0]:.3f} / {ap[n][1]:.3f}" for n in CHECKPOINTS]
         row += [
             f"{ap[20][1] - ap[20][0]:+.3f}",
-            f"{sim['found_engine_20']} / {sim['found_blend_20']}",
-            f"{sim['found_engine_50']} / {sim['found_blend_50']}",
+            *(f"{engine_found} / {blend_found}" for engine_found, blend_found in sim["found"].values()),
             f"{sim['wss_engine']:.3f} / {sim['wss_blend']:.3f}",
             f"{seconds:.0f}s",
         ]
         rows.append(row)
         set_name, form = forms[label]
         summary.setdefault((set_name, form, who), []).append(
-            [
-                *(ap[n][i] for n in CHECKPOINTS for i in (0, 1)),
-                sim["found_engine_50"],
-                sim["found_blend_50"],
-                ap[20][1] - ap[20][0],
-            ]
+            [*(ap[n][i] for n in CHECKPOINTS for i in (0, 1)), ap[20][1] - ap[20][0]]
         )
+        found_50[(set_name, form, who)] = found_50.get((set_name, form, who), np.zeros(2)) + sim["found"][50]
     columns = [
         "case",
         "labels",
         *(f"AP@{n} engine / blend" for n in CHECKPOINTS),
         "gain @20",
-        "found in 20 engine / blend",
-        "found in 50 engine / blend",
+        *(f"found in {k} engine / blend" for k in FOUND_WITHIN),
         "WSS@95 engine / blend",
         "time",
     ]
@@ -239,7 +234,7 @@ def main() -> None:
                 *(f"{m[2 * i]:.3f} / {m[2 * i + 1]:.3f}" for i in range(len(CHECKPOINTS))),
                 f"{(gains >= 0.10).sum()}/{len(gains)}",
                 f"{min(v[1] - v[0] for v in values):+.3f} / {min(v[3] - v[2] for v in values):+.3f}",
-                f"{sum(v[-3] for v in values):.0f} / {sum(v[-2] for v in values):.0f}",
+                "{:.0f} / {:.0f}".format(*found_50[(set_name, form, who)]),
             ]
         )
     report(
