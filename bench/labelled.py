@@ -1,6 +1,6 @@
 """The labelled sets the ranking benchmarks run on, and the engine's scores for them.
 
-All seven sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
+All eight sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
 listing pages) 0/1/2 against research agendas, each agenda written as a paragraph and as three
 words, by two readers who did not see each other's grades:
 
@@ -20,9 +20,13 @@ words, by two readers who did not see each other's grades:
 - set F (`held out once`): sentiment and opinion, model compression, speech, long context
   and position. Graded after set E's report; it reported the engine, the personal model and a
   change to the model, rejected on it, once (stop 23).
-- set G (`held out`): hallucination and truthfulness, tokenization and vocabulary, specialised
-  domains, in-context learning and instruction following. Graded after set F's report and
-  before any figure was computed on it (stop 25).
+- set G (`held out once`): hallucination and truthfulness, tokenization and vocabulary,
+  specialised domains, in-context learning and instruction following. Graded after set F's
+  report and before any figure was computed on it; it reported the engine and the personal
+  model once (stop 25). Changes after that may be chosen on it.
+- set H (`held out`): dialogue and conversational agents, information extraction, text
+  representations and semantic similarity, continual learning and model updating. Graded after
+  set G's report and before any figure was computed on it (stop 26).
 """
 
 from __future__ import annotations
@@ -49,7 +53,8 @@ SETS = {
     "D": ("held out once", ["reasoning", "evaluation", "generation", "architectures"], DATA / "labels_d"),
     "E": ("held out once", ["retrieval", "fairness", "robustness", "translation"], DATA / "labels_e"),
     "F": ("held out once", ["sentiment", "compression", "speech", "longcontext"], DATA / "labels_f"),
-    "G": ("held out", ["hallucination", "tokenization", "domains", "incontext"], DATA / "labels_g"),
+    "G": ("held out once", ["hallucination", "tokenization", "domains", "incontext"], DATA / "labels_g"),
+    "H": ("held out", ["dialogue", "extraction", "embeddings", "continual"], DATA / "labels_h"),
 }
 READERS = ("first", "second")
 FORMS = ("para", "3 words")
