@@ -426,6 +426,55 @@ def test_the_blend_in_use_is_kept_while_it_does_no_worse(monkeypatch: pytest.Mon
     assert not personal_model.fit(X, engine, labels, ids, previous=kept).active
 
 
+def test_from_ten_decisions_the_model_counts_unless_it_ranks_held_out_decisions_worse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The decided papers are the engine's own top of the queue, so the engine need not lose a
+    contest on them for the model to take part: from PRIOR_FROM decisions on, a model that ranks
+    them no worse counts at PRIOR_WEIGHT; one that ranks them worse does not, nor one with fewer
+    decisions, nor one with nothing but accepts to learn from."""
+    from assistant.personal import model as personal_model
+
+    rng = np.random.default_rng(1)
+    n = 60
+    X = personal_model.features(
+        sparse_words(n, rng), rng.normal(size=(n, 8)).astype(np.float32), np.zeros((n, 0))
+    )
+    engine = rng.random(n) * 10
+    ids = [f"p{i}" for i in range(n)]
+    prior = (personal_model.RAW, personal_model.PRIOR_WEIGHT)
+
+    def labels(decided: int, rejected: bool = True) -> Labels:
+        statuses = [Status.NEW] * n
+        for i in range(decided):
+            statuses[i] = Status.REJECTED if rejected and i % 3 == 0 else Status.ACCEPTED
+        return Labels.from_decisions(statuses, [False] * n)
+
+    def cross_validation(model_ap: float):  # type: ignore[no-untyped-def]
+        def fake(*args: object) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
+            keys = [
+                (s, w)
+                for s in (personal_model.RAW, personal_model.CALIBRATED)
+                for w in personal_model.WEIGHTS
+            ]
+            cv = dict.fromkeys(keys, 0.0)
+            cv[(personal_model.RAW, 0.0)], cv[prior] = 0.8, model_ap
+            return cv, dict.fromkeys(keys, 0.3)
+
+        return fake
+
+    ten = personal_model.PRIOR_FROM
+    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.8))
+    tie = personal_model.fit(X, engine, labels(ten), ids)
+    assert tie.active and tie.weight == personal_model.PRIOR_WEIGHT
+    assert "usual weight" in tie.note and "no worse than the engine alone" in tie.note
+    assert not personal_model.fit(X, engine, labels(ten - 1), ids).active
+    assert not personal_model.fit(X, engine, labels(ten + 5, rejected=False), ids).active
+    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.79))
+    worse = personal_model.fit(X, engine, labels(ten), ids)
+    assert not worse.active and "the engine ranks alone" in worse.note
+
+
 def sparse_words(n: int, rng: np.random.Generator):  # type: ignore[no-untyped-def]
     from scipy import sparse
 

@@ -48,6 +48,12 @@ MARGIN = 0.005
 CONFIDENCE = 0.8
 BOOTSTRAP = 100
 BOOTSTRAP_BELOW = 500
+# From this many decisions, with both accepts and papers passed over among them, the model
+# takes part at PRIOR_WEIGHT unless it ranks held-out decisions worse than the engine alone:
+# the burden of proof is on the engine, whose held-out decisions are its own top of the queue
+# and so favour it (chosen on sets A-G, stop 26; see bench/README.md).
+PRIOR_FROM = 10
+PRIOR_WEIGHT = 0.5
 # The model promotes freely but demotes by at most its weight (in z-scores): a paper the
 # engine rates highly is not buried by a model that has not seen its kind yet.
 MODEL_FLOOR = -1.0
@@ -423,6 +429,15 @@ def fit(
             candidates.append(before)
             kept = before
     best = max(candidates, key=lambda k: (round(result.cv[k], 6), k[0] == RAW, k[1]))
+    prior = (best[0], PRIOR_WEIGHT)
+    by_default = (
+        best[1] == 0.0
+        and labels.decided >= PRIOR_FROM
+        and prior in result.cv
+        and result.cv[prior] >= result.cv[best]
+    )
+    if by_default:
+        best = prior
     result.calibrated = best[0] == CALIBRATED
     result.weight = best[1]
     base, chosen = result.cv[(RAW, 0.0)], result.cv[best]
@@ -436,12 +451,18 @@ def fit(
         if result.calibrated:
             parts.insert(0, "engine calibrated to your decisions")
         n = result.cv_decided
-        how = (
-            f"kept from before: on {n} decisions it still ranks your held-out accepts above the "
-            "papers you passed over no worse than the engine alone"
-            if best == kept
-            else f"chosen on {n} decisions: ranking your held-out accepts above the papers you passed over"
-        )
+        if best == kept:
+            how = (
+                f"kept from before: on {n} decisions it still ranks your held-out accepts above the "
+                "papers you passed over no worse than the engine alone"
+            )
+        elif by_default:
+            how = (
+                f"the model's usual weight from {PRIOR_FROM} decisions on: on {n} decisions it ranks "
+                "your held-out accepts above the papers you passed over no worse than the engine alone"
+            )
+        else:
+            how = f"chosen on {n} decisions: ranking your held-out accepts above the papers you passed over"
         result.note = (
             f"{', '.join(parts)}; {how}, average precision {chosen:.2f} "
             f"against {base:.2f} for the engine alone"
