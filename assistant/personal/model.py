@@ -6,8 +6,8 @@ embedding and the engine's topic scores learns them, contrasted with a sample of
 papers as presumed negatives (most papers in a store are not what a researcher wants, and the
 first decisions are nearly all accepts: the top of the queue). The queue's order blends the
 engine's relevance with the model's score; how much the model counts is chosen by
-cross-validation on the decisions themselves, and with too few labels, or when the model does
-not rank held-out decisions better than the engine, it counts nothing.
+cross-validation on the decisions themselves. With too few labels, with accepts alone, or when
+the model ranks held-out decisions worse than the engine, it counts nothing.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ REJECTED_SHARE = 0.5  # Rocchio's weight of the rejected papers' centroid
 FOLDS = 5
 # The weights tried for the model in the blend (engine z-score + weight * model z-score).
 WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-# A weight above zero must beat the engine alone by this much average precision in
-# cross-validation; among weights that tie, the largest is taken.
+# A weight above zero (other than PRIOR_WEIGHT from PRIOR_FROM decisions, below) must beat the
+# engine alone by this much average precision in cross-validation; among weights that tie, the
+# largest is taken.
 MARGIN = 0.005
 # ... and beat it in this share of bootstrap resamples of the decisions: with a few decisions
 # a mean gain is often luck (a single rejection ranked well), and a blend chosen on luck
@@ -441,7 +442,12 @@ def fit(
     result.calibrated = best[0] == CALIBRATED
     result.weight = best[1]
     base, chosen = result.cv[(RAW, 0.0)], result.cv[best]
-    if best == (RAW, 0.0):
+    if best == (RAW, 0.0) and labels.decided >= PRIOR_FROM:
+        result.note = (
+            f"on {result.cv_decided} decisions the model ranks held-out decisions worse than the engine "
+            f"(average precision {result.cv[prior]:.2f} against {base:.2f}): the engine ranks alone"
+        )
+    elif best == (RAW, 0.0):
         result.note = (
             f"on {result.cv_decided} decisions neither the model nor a calibration ranks held-out "
             f"decisions better than the engine (average precision {base:.2f}): the engine ranks alone"
