@@ -390,27 +390,15 @@ def test_the_blend_in_use_is_kept_while_it_does_no_worse(monkeypatch: pytest.Mon
     still ranks held-out decisions no worse than the engine, and goes once it ranks them worse."""
     from assistant.personal import model as personal_model
 
-    rng = np.random.default_rng(0)
     n = 60
-    X = personal_model.features(
-        sparse_words(n, rng), rng.normal(size=(n, 8)).astype(np.float32), np.zeros((n, 0))
-    )
-    engine = rng.random(n) * 10
+    X, engine, ids = random_papers(n, seed=0)
     statuses = [Status.NEW] * n
     for i in range(12):
         statuses[i] = Status.ACCEPTED if i % 2 else Status.REJECTED
     labels = Labels.from_decisions(statuses, [False] * n)
-    ids = [f"p{i}" for i in range(n)]
-    base = (personal_model.RAW, 0.0)
-    blend_key = (personal_model.RAW, 1.0)
 
     def cross_validation(model_ap: float, wins: float):  # type: ignore[no-untyped-def]
-        def fake(*args: object) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
-            cv = {k: 0.0 for k in ((s, w) for s in ("engine", "calibrated") for w in personal_model.WEIGHTS)}
-            cv[base], cv[blend_key] = 0.5, model_ap
-            return cv, {k: wins for k in cv}
-
-        return fake
+        return fake_cross_validation(0.5, (personal_model.RAW, 1.0), model_ap, wins)
 
     # A clear win: the blend is taken.
     monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.6, 0.95))
@@ -435,13 +423,8 @@ def test_from_ten_decisions_the_model_counts_unless_it_ranks_held_out_decisions_
     decisions, nor one with nothing but accepts to learn from."""
     from assistant.personal import model as personal_model
 
-    rng = np.random.default_rng(1)
     n = 60
-    X = personal_model.features(
-        sparse_words(n, rng), rng.normal(size=(n, 8)).astype(np.float32), np.zeros((n, 0))
-    )
-    engine = rng.random(n) * 10
-    ids = [f"p{i}" for i in range(n)]
+    X, engine, ids = random_papers(n, seed=1)
     prior = (personal_model.RAW, personal_model.PRIOR_WEIGHT)
 
     def labels(decided: int, rejected: bool = True) -> Labels:
@@ -451,17 +434,7 @@ def test_from_ten_decisions_the_model_counts_unless_it_ranks_held_out_decisions_
         return Labels.from_decisions(statuses, [False] * n)
 
     def cross_validation(model_ap: float):  # type: ignore[no-untyped-def]
-        def fake(*args: object) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
-            keys = [
-                (s, w)
-                for s in (personal_model.RAW, personal_model.CALIBRATED)
-                for w in personal_model.WEIGHTS
-            ]
-            cv = dict.fromkeys(keys, 0.0)
-            cv[(personal_model.RAW, 0.0)], cv[prior] = 0.8, model_ap
-            return cv, dict.fromkeys(keys, 0.3)
-
-        return fake
+        return fake_cross_validation(0.8, prior, model_ap, wins=0.3)
 
     ten = personal_model.PRIOR_FROM
     monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.8))
@@ -479,6 +452,33 @@ def sparse_words(n: int, rng: np.random.Generator):  # type: ignore[no-untyped-d
     from scipy import sparse
 
     return sparse.random(n, 30, density=0.2, format="csr", random_state=rng)
+
+
+def random_papers(n: int, seed: int):  # type: ignore[no-untyped-def]
+    """The model's features, the engine's relevance and the ids of n random papers."""
+    from assistant.personal import model as personal_model
+
+    rng = np.random.default_rng(seed)
+    X = personal_model.features(
+        sparse_words(n, rng), rng.normal(size=(n, 8)).astype(np.float32), np.zeros((n, 0))
+    )
+    return X, rng.random(n) * 10, [f"p{i}" for i in range(n)]
+
+
+def fake_cross_validation(engine_ap: float, blend: tuple[str, float], blend_ap: float, wins: float):  # type: ignore[no-untyped-def]
+    """A stand-in for the model's cross-validation: the engine alone and one blend score these
+    average precisions, every other blend 0; every blend beats the engine in `wins` of the
+    resamples."""
+    from assistant.personal import model as personal_model
+
+    def fake(*args: object) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
+        sides = (personal_model.RAW, personal_model.CALIBRATED)
+        keys = [(s, w) for s in sides for w in personal_model.WEIGHTS]
+        cv = dict.fromkeys(keys, 0.0)
+        cv[(personal_model.RAW, 0.0)], cv[blend] = engine_ap, blend_ap
+        return cv, dict.fromkeys(keys, wins)
+
+    return fake
 
 
 def test_a_paper_is_placed_among_the_papers_still_to_decide_starred_ones_too() -> None:
@@ -518,17 +518,9 @@ def test_commands_and_a_new_review_session_keep_the_blend_the_queue_used(
 
     decide_like_a_knowledge_researcher(30)
     topics = [t.name for t in load_agenda(load_settings().agenda_path).topics]
-    base, blend_key = (personal_model.RAW, 0.0), (personal_model.RAW, 1.0)
 
     def cross_validation(model_ap: float, wins: float):  # type: ignore[no-untyped-def]
-        def fake(*args: object) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
-            sides = (personal_model.RAW, personal_model.CALIBRATED)
-            keys = [(s, w) for s in sides for w in personal_model.WEIGHTS]
-            cv = dict.fromkeys(keys, 0.0)
-            cv[base], cv[blend_key] = 0.5, model_ap
-            return cv, dict.fromkeys(keys, wins)
-
-        return fake
+        return fake_cross_validation(0.5, (personal_model.RAW, 1.0), model_ap, wins)
 
     # A clear win switches the blend on...
     monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.6, 0.95))

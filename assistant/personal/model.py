@@ -54,7 +54,7 @@ BOOTSTRAP_BELOW = 500
 # the burden of proof is on the engine, whose held-out decisions are its own top of the queue
 # and so favour it (chosen on sets A-G, stop 26; see bench/README.md).
 PRIOR_FROM = 10
-PRIOR_WEIGHT = 0.5
+PRIOR_WEIGHT = 0.5  # one of WEIGHTS: the cross-validation scores it
 # The model promotes freely but demotes by at most its weight (in z-scores): a paper the
 # engine rates highly is not buried by a model that has not seen its kind yet.
 MODEL_FLOOR = -1.0
@@ -431,12 +431,7 @@ def fit(
             kept = before
     best = max(candidates, key=lambda k: (round(result.cv[k], 6), k[0] == RAW, k[1]))
     prior = (best[0], PRIOR_WEIGHT)
-    by_default = (
-        best[1] == 0.0
-        and labels.decided >= PRIOR_FROM
-        and prior in result.cv
-        and result.cv[prior] >= result.cv[best]
-    )
+    by_default = best[1] == 0.0 and labels.decided >= PRIOR_FROM and result.cv[prior] >= result.cv[best]
     if by_default:
         best = prior
     result.calibrated = best[0] == CALIBRATED
