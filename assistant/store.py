@@ -13,6 +13,7 @@ import hashlib
 import json
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -323,6 +324,8 @@ class Store:
         self.location = location
         self._batch = max(1, min(client.get_max_batch_size(), 1000))
         self.lock_path: Path | None = None
+        self._thread_lock = threading.RLock()
+        self._lock_depth = 0
         self.snapshot: str | None = None  # why this is a temporary copy of the store, if it is
 
     # -- opening -----------------------------------------------------------------
@@ -409,12 +412,30 @@ class Store:
     def write_lock(self) -> Iterator[None]:
         """Hold the store's writer lock: across processes on this machine, one at a time
         (deduplicating and upserting must see what the other writer just stored). A lock
-        that cannot be made (a read-only store) is not taken: the write itself then fails."""
+        that cannot be made (a read-only store) is not taken: the write itself then fails.
+        Re-entrant: a write inside a held lock does not wait for itself.
+
+        Every write to the collections takes it, not only those that must see each other's
+        results: an embedded store's processes each apply the shared write log to the store,
+        and two applying at once can apply an older write after a newer one (a paper taken
+        out of a list came back)."""
         if self.lock_path is None:
             yield
             return
-        with _file_lock(self.lock_path):
-            yield
+        with self._thread_lock:
+            if self._lock_depth:
+                self._lock_depth += 1
+                try:
+                    yield
+                finally:
+                    self._lock_depth -= 1
+                return
+            with _file_lock(self.lock_path):
+                self._lock_depth = 1
+                try:
+                    yield
+                finally:
+                    self._lock_depth = 0
 
     def upsert_papers(
         self,
@@ -437,11 +458,12 @@ class Store:
             records.setdefault(paper.id, []).append((paper.model_copy(update={"id": original}), how))
         report = UpsertReport()
         ids = list(incoming)
-        for start in range(0, len(ids), self._batch):
-            chunk = ids[start : start + self._batch]
-            self._upsert_chunk(
-                [incoming[i] for i in chunk], report, {i: records[i] for i in chunk}, on_embedded
-            )
+        with self.write_lock():
+            for start in range(0, len(ids), self._batch):
+                chunk = ids[start : start + self._batch]
+                self._upsert_chunk(
+                    [incoming[i] for i in chunk], report, {i: records[i] for i in chunk}, on_embedded
+                )
         return report
 
     def _upsert_chunk(
@@ -521,6 +543,10 @@ class Store:
         """Merge a duplicate record into the paper it duplicates, then delete it: fields,
         decision (the newer decided status; notes, tags and lists of both), assessment (the
         newer) and first arrival are combined, and the merge is logged (`split` undoes it)."""
+        with self.write_lock():
+            self._absorb(keep_id, drop_id, how)
+
+    def _absorb(self, keep_id: str, drop_id: str, how: str) -> None:
         found = {s.paper.id: s for s in self.get_many([keep_id, drop_id])}
         if keep_id not in found or drop_id not in found:
             return
@@ -943,15 +969,17 @@ class Store:
 
     def put_list_definition(self, value: dict[str, Any]) -> None:
         """Create or replace one reading list's definition (the others are not touched)."""
-        self.meta.upsert(
-            ids=[self._list_record_id(value["name"])],
-            documents=[json.dumps(value, ensure_ascii=False)],
-            metadatas=[{"kind": LIST_RECORD}],
-            embeddings=[[0.0]],  # type: ignore[arg-type]
-        )
+        with self.write_lock():
+            self.meta.upsert(
+                ids=[self._list_record_id(value["name"])],
+                documents=[json.dumps(value, ensure_ascii=False)],
+                metadatas=[{"kind": LIST_RECORD}],
+                embeddings=[[0.0]],  # type: ignore[arg-type]
+            )
 
     def delete_list_definition(self, name: str) -> None:
-        self.meta.delete(ids=[self._list_record_id(name)])
+        with self.write_lock():
+            self.meta.delete(ids=[self._list_record_id(name)])
 
     @staticmethod
     def _list_record_id(name: str) -> str:
@@ -972,7 +1000,8 @@ class Store:
                 self._write({pid: {list_key(name): True} for pid in members})
                 with_legacy.update(members)
             self._write({pid: {LEGACY_LISTS: None} for pid in with_legacy})
-            self.meta.delete(ids=[LEGACY_LIST_TABLE])
+            with self.write_lock():
+                self.meta.delete(ids=[LEGACY_LIST_TABLE])
         except Exception as exc:  # a store that cannot be written (a server's) stays as it is
             if not is_read_only(exc):
                 raise
@@ -992,15 +1021,17 @@ class Store:
 
     def put_named_record(self, kind: str, value: dict[str, Any]) -> None:
         """Create or replace one named record (`value["name"]` names it)."""
-        self.meta.upsert(
-            ids=[self._named_record_id(kind, value["name"])],
-            documents=[json.dumps(value, ensure_ascii=False)],
-            metadatas=[{"kind": kind}],
-            embeddings=[[0.0]],  # type: ignore[arg-type]
-        )
+        with self.write_lock():
+            self.meta.upsert(
+                ids=[self._named_record_id(kind, value["name"])],
+                documents=[json.dumps(value, ensure_ascii=False)],
+                metadatas=[{"kind": kind}],
+                embeddings=[[0.0]],  # type: ignore[arg-type]
+            )
 
     def delete_named_record(self, kind: str, name: str) -> None:
-        self.meta.delete(ids=[self._named_record_id(kind, name)])
+        with self.write_lock():
+            self.meta.delete(ids=[self._named_record_id(kind, name)])
 
     @staticmethod
     def _named_record_id(kind: str, name: str) -> str:
@@ -1018,10 +1049,11 @@ class Store:
     def _write(self, metadatas: dict[str, dict[str, Any]]) -> None:
         """Write some metadata keys of stored papers (None removes a key), in batches."""
         ids = list(metadatas)
-        self._require(ids)
-        for start in range(0, len(ids), self._batch):
-            chunk = ids[start : start + self._batch]
-            self.collection.update(ids=chunk, metadatas=[metadatas[i] for i in chunk])
+        with self.write_lock():
+            self._require(ids)
+            for start in range(0, len(ids), self._batch):
+                chunk = ids[start : start + self._batch]
+                self.collection.update(ids=chunk, metadatas=[metadatas[i] for i in chunk])
 
     def _require(self, ids: Sequence[str]) -> None:
         found = set()
@@ -1039,7 +1071,8 @@ class Store:
         return json.loads(docs[0]) if docs and docs[0] else None
 
     def set_value(self, key: str, value: Any) -> None:
-        self.meta.upsert(ids=[key], documents=[json.dumps(value)], embeddings=[[0.0]])  # type: ignore[arg-type]
+        with self.write_lock():
+            self.meta.upsert(ids=[key], documents=[json.dumps(value)], embeddings=[[0.0]])  # type: ignore[arg-type]
 
 
 def _texts(res: Any) -> list[tuple[str, str, list[float] | None]]:
