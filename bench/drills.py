@@ -15,9 +15,10 @@ tag-kill      `triage tag --engine llm` on 200 papers against the fake endpoint
               went out, then run again. Every paper must end assessed; "redone" = papers
               assessed before the second run whose assessment it rewrote.
 writers       three processes at once on one store (embedded, and on a `chroma run` server):
-              decisions (mark), notes and reading lists (create + add) over the same 20
-              papers, through `Store.update_decision` and `ReadingLists` as the commands do.
-              Every last-written decision, note, list and membership must be there.
+              decisions (mark), notes and reading lists (create, add, remove one) over the
+              same 20 papers, through `Store.update_decision` and `ReadingLists` as the
+              commands do. Every last-written decision, note, list and membership must be
+              there, and no paper taken out of a list may be back in it.
 two-ingests   the same 120 papers, one file with DOIs and one with titles only, imported by
               two `triage ingest` processes at once (embedded and server): 120 papers after.
 faulty        the fake endpoint answers 30% of requests 429: `triage tag --engine llm` on 150
@@ -406,7 +407,8 @@ def _writer(kind: str, spec: Spec, ids: list[str], rounds: int, ready: Any, go: 
                 members = ids[j % 2 :: 2]
                 for pid in members:
                     lists.add(name, [pid])  # `triage list add NAME ID`
-                written[name] = members
+                lists.remove(name, members[:1])  # `triage list remove NAME ID`
+                written[name] = (members[1:], members[:1])
         out.put((kind, written, None))
     except Exception:  # reported as the drill's error, not lost in a child's stderr
         out.put((kind, {}, traceback.format_exc()[-1500:]))
@@ -447,12 +449,14 @@ def drill_writers(spec: Spec, rounds: int) -> tuple[list[Any], dict[str, Any]]:
     for pid, text in results["note"].items():
         missing["note"] += items[pid].decision.note != text
     expected = len(results["mark"]) + len(results["note"])
-    for name, members in results["lists"].items():
+    for name, (members, removed) in results["lists"].items():
         missing["list"] += name not in definitions
         missing["membership"] += sum(1 for pid in members if name not in items[pid].decision.lists)
-        expected += 1 + len(members)
+        # A paper taken out of a list must stay out (a stale write applied late puts it back).
+        missing["removal undone"] += sum(1 for pid in removed if name in items[pid].decision.lists)
+        expected += 1 + len(members) + len(removed)
     lost = sum(missing.values())
-    ops = rounds * WRITER_PAPERS * 2 + WRITER_LISTS * (1 + WRITER_PAPERS // 2)
+    ops = rounds * WRITER_PAPERS * 2 + WRITER_LISTS * (2 + WRITER_PAPERS // 2)
     note = f"{ops} writes in {writing_s:.1f}s" + (
         "; missing " + ", ".join(f"{k} {v}" for k, v in missing.items() if v) if lost else ""
     )
