@@ -1,6 +1,6 @@
 """The labelled sets the ranking benchmarks run on, and the engine's scores for them.
 
-All eight sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
+All nine sets grade the same 514 papers (bench/data/ranking_papers.jsonl, the papers of the fixture
 listing pages) 0/1/2 against research agendas, each agenda written as a paragraph and as three
 words, by two readers who did not see each other's grades:
 
@@ -24,9 +24,15 @@ words, by two readers who did not see each other's grades:
   specialised domains, in-context learning and instruction following. Graded after set F's
   report and before any figure was computed on it; it reported the engine and the personal
   model once (stop 25). Changes after that may be chosen on it.
-- set H (`held out`): dialogue and conversational agents, information extraction, text
+- set H (`held out once`): dialogue and conversational agents, information extraction, text
   representations and semantic similarity, continual learning and model updating. Graded after
-  set G's report and before any figure was computed on it (stop 26).
+  set G's report and before any figure was computed on it; it reported the engine and the
+  personal model once (stop 26).
+- set I (`held out`): social media and its harms, security and privacy of language models,
+  pretraining and scaling, question answering. Graded after set H's report and before any
+  figure was computed on it (stop 27). Its subjects touch earlier ones (question answering in
+  E's retrieval, attacks in E's robustness, scaling in D's architectures) with other agenda
+  texts and other grades.
 """
 
 from __future__ import annotations
@@ -54,7 +60,8 @@ SETS = {
     "E": ("held out once", ["retrieval", "fairness", "robustness", "translation"], DATA / "labels_e"),
     "F": ("held out once", ["sentiment", "compression", "speech", "longcontext"], DATA / "labels_f"),
     "G": ("held out once", ["hallucination", "tokenization", "domains", "incontext"], DATA / "labels_g"),
-    "H": ("held out", ["dialogue", "extraction", "embeddings", "continual"], DATA / "labels_h"),
+    "H": ("held out once", ["dialogue", "extraction", "embeddings", "continual"], DATA / "labels_h"),
+    "I": ("held out", ["social", "security", "pretraining", "qa"], DATA / "labels_i"),
 }
 READERS = ("first", "second")
 FORMS = ("para", "3 words")
