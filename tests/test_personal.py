@@ -441,6 +441,9 @@ def test_from_ten_decisions_the_model_counts_unless_it_ranks_held_out_decisions_
     tie = personal_model.fit(X, engine, labels(ten), ids)
     assert tie.active and tie.weight == personal_model.PRIOR_WEIGHT
     assert "usual weight" in tie.note and "no worse than the engine alone" in tie.note
+    assert tie.short() == f"learned from {ten}: AP 0.80, level with the engine"  # the UI's header
+    few = personal_model.fit(X, engine, labels(personal_model.MIN_DECISIONS - 1), ids)
+    assert few.model is None and few.short() == f"learns after {personal_model.MIN_DECISIONS} decisions"
     assert not personal_model.fit(X, engine, labels(ten - 1), ids).active
     assert not personal_model.fit(X, engine, labels(ten + 5, rejected=False), ids).active
     monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.79))

@@ -177,9 +177,14 @@ class Fit:
         """A few words for the review UI's header."""
         if self.personal:
             best = (CALIBRATED if self.calibrated else RAW, self.weight)
-            return f"learned from {self.decided}: AP {self.cv[best]:.2f} vs engine {self.cv[(RAW, 0.0)]:.2f}"
-        if self.model is None:
+            ap, engine = self.cv[best], self.cv[(RAW, 0.0)]
+            if f"{ap:.2f}" == f"{engine:.2f}":  # the usual weight, counting at a tie
+                return f"learned from {self.decided}: AP {ap:.2f}, level with the engine"
+            return f"learned from {self.decided}: AP {ap:.2f} vs engine {engine:.2f}"
+        if self.model is None and self.positives < MIN_POSITIVES:
             return f"learns after {MIN_POSITIVES} accepts"
+        if self.model is None:
+            return f"learns after {MIN_DECISIONS} decisions"
         if not self.cv:
             return "learning: needs a reject or maybe"
         return f"engine alone ({self.cv_decided} decisions)"
