@@ -325,6 +325,7 @@ class Store:
         self._batch = max(1, min(client.get_max_batch_size(), 1000))
         self.lock_path: Path | None = None
         self._thread_lock = threading.RLock()
+        self._prepared: dict[str, Any] = {}  # text -> vector, embedded ahead of a write
         self._lock_depth = 0
         self.snapshot: str | None = None  # why this is a temporary copy of the store, if it is
 
@@ -458,12 +459,15 @@ class Store:
             records.setdefault(paper.id, []).append((paper.model_copy(update={"id": original}), how))
         report = UpsertReport()
         ids = list(incoming)
-        with self.write_lock():
-            for start in range(0, len(ids), self._batch):
-                chunk = ids[start : start + self._batch]
-                self._upsert_chunk(
-                    [incoming[i] for i in chunk], report, {i: records[i] for i in chunk}, on_embedded
-                )
+        try:
+            with self.write_lock():
+                for start in range(0, len(ids), self._batch):
+                    chunk = ids[start : start + self._batch]
+                    self._upsert_chunk(
+                        [incoming[i] for i in chunk], report, {i: records[i] for i in chunk}, on_embedded
+                    )
+        finally:
+            self._prepared.clear()  # prepared for this write; what it did not need is dropped
         return report
 
     def _upsert_chunk(
@@ -690,9 +694,27 @@ class Store:
             metadatas=[metadata],
         )
 
+    def prepare_embeddings(
+        self, texts: Sequence[str], on_progress: Callable[[int], None] | None = None
+    ) -> None:
+        """Embed texts ahead of the write that stores them, before taking the writer lock: the
+        next `embed` of these texts in this process takes them from here. Embedding is the slow
+        part of an import, and other processes' writes (a decision in the review UI) wait for
+        the lock."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self._prepared]
+        if todo:
+            self._prepared.update(zip(todo, self._embed(todo, on_progress), strict=True))
+
     def embed(self, texts: list[str], on_progress: Callable[[int], None] | None = None) -> list[Any]:
-        """Embed texts with the store's embedder; `on_progress` is told how many are done as
-        the embedder's batches finish (or once at the end, for an embedder that cannot say)."""
+        """Embed texts with the store's embedder (those prepared ahead are taken as they are);
+        `on_progress` is told how many are done as the embedder's batches finish (or once at the
+        end, for an embedder that cannot say)."""
+        ready = {t: self._prepared.pop(t) for t in set(texts) if t in self._prepared}
+        missing = [t for t in texts if t not in ready]
+        fresh = iter(self._embed(missing, on_progress) if missing else [])
+        return [ready[t] if t in ready else next(fresh) for t in texts]
+
+    def _embed(self, texts: list[str], on_progress: Callable[[int], None] | None = None) -> list[Any]:
         if on_progress is not None and hasattr(self.embedder, "on_batch"):
             self.embedder.on_batch = on_progress
             try:
@@ -1055,10 +1077,16 @@ class Store:
                 chunk = ids[start : start + self._batch]
                 self.collection.update(ids=chunk, metadatas=[metadatas[i] for i in chunk])
 
+    def stored_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of these ids are stored papers (an id may be given more than once)."""
+        unique = list(dict.fromkeys(ids))
+        found: set[str] = set()
+        for start in range(0, len(unique), self._batch):
+            found.update(self.collection.get(ids=unique[start : start + self._batch], include=[])["ids"])
+        return found
+
     def _require(self, ids: Sequence[str]) -> None:
-        found = set()
-        for start in range(0, len(ids), self._batch):
-            found.update(self.collection.get(ids=list(ids[start : start + self._batch]), include=[])["ids"])
+        found = self.stored_ids(ids)
         missing = [i for i in ids if i not in found]
         if missing:
             raise StoreError(f"no paper with id {missing[0]!r} in the store")

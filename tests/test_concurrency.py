@@ -178,3 +178,39 @@ def test_an_import_merges_duplicates_that_slipped_in(settings: Settings, tmp_pat
     index.apply(rows)
     index.remove(gone)
     assert set(index.rows) == {doi_id}
+
+
+def test_an_import_embeds_its_papers_without_holding_the_writer_lock(
+    embedded_settings: Settings, tmp_path: Path
+) -> None:
+    """Every write waits for the store's writer lock, a decision in the review UI too: an import
+    running in another process must not hold it while it embeds (seconds per chunk), only to
+    look its papers up again and write them. Each paper is still embedded once."""
+    import fcntl
+
+    from assistant.ingest import ingest_files
+
+    store = Store.open(embedded_settings)
+    assert store.lock_path is not None
+    lock_path, embed = store.lock_path, store.embedder
+    embedded: list[str] = []
+    lock_free: list[bool] = []
+
+    def watched(texts: list[str]) -> Any:
+        with open(lock_path, "a+b") as handle:  # what another process's write would try
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                lock_free.append(True)
+            except BlockingIOError:
+                lock_free.append(False)
+        embedded.extend(texts)
+        return embed(texts)
+
+    store.embedder = watched
+    records = sample_records(12)
+    path = write_lines(tmp_path / "papers.jsonl", [json.dumps(r) for r in records])
+    (report,) = ingest_files(store, [path])
+    assert report.error is None and report.new == len(records) and store.count() == len(records)
+    assert lock_free and all(lock_free)
+    assert len(embedded) == len(records) == len(set(embedded))

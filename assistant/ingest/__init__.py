@@ -233,6 +233,11 @@ def store_papers(
             if on_progress:
                 on_progress(n)
 
+        # The new papers are embedded before the lock is taken (the look-up is made again under
+        # it): other processes' writes, a decision in the review UI, wait for the lock.
+        ahead = [paper for paper, _ in resolve_matches(store, given)]
+        stored = store.stored_ids([p.id for p in ahead])
+        store.prepare_embeddings([p.document for p in ahead if p.id not in stored], moved)
         with store.write_lock():
             matches = resolve_matches(store, given)
             chunk = [paper for paper, _ in matches]
