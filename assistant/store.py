@@ -326,7 +326,7 @@ class Store:
         self.lock_path: Path | None = None
         self._thread_lock = threading.RLock()
         self._prepared: dict[str, Any] = {}  # text -> vector, embedded ahead of a write
-        self._lock_depth = 0
+        self._holding = False  # whether this store's writer lock is held (by the thread in _thread_lock)
         self.snapshot: str | None = None  # why this is a temporary copy of the store, if it is
 
     # -- opening -----------------------------------------------------------------
@@ -424,19 +424,15 @@ class Store:
             yield
             return
         with self._thread_lock:
-            if self._lock_depth:
-                self._lock_depth += 1
-                try:
-                    yield
-                finally:
-                    self._lock_depth -= 1
+            if self._holding:
+                yield
                 return
             with _file_lock(self.lock_path):
-                self._lock_depth = 1
+                self._holding = True
                 try:
                     yield
                 finally:
-                    self._lock_depth = 0
+                    self._holding = False
 
     def upsert_papers(
         self,
