@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from assistant.errors import TriageError
 from assistant.models import now_utc
-from assistant.store import Store, list_key
+from assistant.store import LIST_RECORD, Store, list_key
 
 MAX_NAME = 80
 
@@ -47,11 +47,11 @@ class ReadingLists:
         self.store = store
 
     def _load(self) -> dict[str, ReadingList]:
-        stored = self.store.list_definitions()
+        stored = self.store.named_records(LIST_RECORD)
         return {name: ReadingList.model_validate(value) for name, value in stored.items()}
 
     def _save(self, reading_list: ReadingList) -> None:
-        self.store.put_list_definition(reading_list.model_dump(mode="json"))
+        self.store.put_named_record(LIST_RECORD, reading_list.model_dump(mode="json"))
 
     def all(self) -> list[ReadingList]:
         """Every list, by name."""
@@ -120,14 +120,14 @@ class ReadingLists:
         self._save(renamed)
         self._change(members, new, True)
         self._change(members, old, False)
-        self.store.delete_list_definition(old)
+        self.store.delete_named_record(LIST_RECORD, old)
         return renamed
 
     def delete(self, name: str) -> int:
         """Delete a list (never its papers); returns how many papers were in it."""
         name = self.get(name).name
         removed = self._change(self.members(name), name, False)
-        self.store.delete_list_definition(name)
+        self.store.delete_named_record(LIST_RECORD, name)
         return removed
 
     def _change(self, ids: Iterable[str], name: str, member: bool) -> int:

@@ -973,36 +973,6 @@ class Store:
             writes[pid]["touched"] = stamp
         self._write(writes)
 
-    # -- reading-list definitions ---------------------------------------------------
-
-    def list_definitions(self) -> dict[str, dict[str, Any]]:
-        """Every reading list's stored definition, by name."""
-        res = self.meta.get(where={"kind": LIST_RECORD}, include=["documents"])
-        out = {}
-        for doc in res["documents"] or []:
-            value = json.loads(doc) if doc else None
-            if isinstance(value, dict) and isinstance(value.get("name"), str):
-                out[value["name"]] = value
-        return out
-
-    def put_list_definition(self, value: dict[str, Any]) -> None:
-        """Create or replace one reading list's definition (the others are not touched)."""
-        with self.write_lock():
-            self.meta.upsert(
-                ids=[self._list_record_id(value["name"])],
-                documents=[json.dumps(value, ensure_ascii=False)],
-                metadatas=[{"kind": LIST_RECORD}],
-                embeddings=[[0.0]],  # type: ignore[arg-type]
-            )
-
-    def delete_list_definition(self, name: str) -> None:
-        with self.write_lock():
-            self.meta.delete(ids=[self._list_record_id(name)])
-
-    @staticmethod
-    def _list_record_id(name: str) -> str:
-        return f"{LIST_RECORD}:{hashlib.sha256(name.encode('utf-8')).hexdigest()[:32]}"
-
     def _convert_lists(self) -> None:
         """Move a store made before per-list keys to them: one record per list definition, one
         metadata key per membership. Idempotent; a store that cannot be written (a read-only
@@ -1013,7 +983,7 @@ class Store:
         try:
             with_legacy: set[str] = set()
             for name, value in legacy.items():
-                self.put_list_definition({**value, "name": name})
+                self.put_named_record(LIST_RECORD, {**value, "name": name})
                 members = list(self.iter_ids({LEGACY_LISTS: {"$contains": name}}))
                 self._write({pid: {list_key(name): True} for pid in members})
                 with_legacy.update(members)
@@ -1027,8 +997,9 @@ class Store:
     # -- named records (saved feeds and their state) ------------------------------------
 
     def named_records(self, kind: str) -> dict[str, dict[str, Any]]:
-        """Every record of a kind (`feed`, `feed-state`) kept in the meta collection, by name.
-        Stored like reading-list definitions: one record each, so writers of two never clash."""
+        """Every record of a kind (`feed`, `feed-state`, LIST_RECORD for reading-list
+        definitions) kept in the meta collection, by name: one record each, so writers of two
+        never clash."""
         res = self.meta.get(where={"kind": kind}, include=["documents"])
         out = {}
         for doc in res["documents"] or []:
