@@ -626,7 +626,7 @@ class Store:
         with self.write_lock():
             for start in range(0, len(records), self._batch):
                 chunk = list(records[start : start + self._batch])
-                present = set(self.collection.get(ids=[r.id for r in chunk], include=[])["ids"])
+                present = self.stored_ids([r.id for r in chunk])
                 chunk = [r for r in dict((r.id, r) for r in chunk).values() if r.id not in present]
                 if not chunk:
                     continue
@@ -754,7 +754,7 @@ class Store:
         id); an id nothing matches comes back unchanged."""
         if not ids:
             return []
-        known = set(self.collection.get(ids=list(dict.fromkeys(ids)), include=[])["ids"])
+        known = self.stored_ids(ids)
         missing = [i for i in ids if i not in known]
         dois = {i.removeprefix("doi:"): i for i in missing if i.startswith("doi:")}
         arxiv = {i.removeprefix("arxiv:"): i for i in missing if i.startswith("arxiv:")}
