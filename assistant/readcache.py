@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from assistant.models import StoredPaper
     from assistant.personal import Ranking
 
-VERSION = 3
+VERSION = 4
 
 Signature = tuple[int, int, Any, tuple[tuple[str, int], ...]]
 
@@ -127,6 +127,10 @@ class RankSummary:
     note: str
     engine_stats: tuple[float, float]
     decided: int = 0  # the decisions the ranking learned from
+    # A paper the ranking has not seen sorts by its relevance: key = a + b * z-score.
+    engine_line: tuple[float, float] = (0.0, 1.0)
+    # Relevant papers left among the undecided ones, in words (when estimated).
+    estimate: str | None = None
     keys: dict[str, float] = field(default_factory=dict)
     shown: dict[str, float] = field(default_factory=dict)
     uncertainty: dict[str, float] = field(default_factory=dict)
@@ -137,6 +141,8 @@ class RankSummary:
         """The summary of `ranking` for the papers in `ids`."""
         fit = ranking.fit
         summary = cls(ranking.personal, ranking.model is not None, fit.note, fit.engine_stats, fit.decided)
+        summary.engine_line = ranking.engine_line()
+        summary.estimate = ranking.estimate.line() if ranking.estimate is not None else None
         for pid in ids:
             summary.keys[pid] = ranking.key(pid, None)
             shown = ranking.score(pid)
@@ -151,7 +157,7 @@ class RankSummary:
         if math.isfinite(value) or relevance is None:
             return value
         mean, std = self.engine_stats
-        return (relevance - mean) / std
+        return self.engine_line[0] + self.engine_line[1] * (relevance - mean) / std
 
     def score(self, pid: str) -> float | None:
         return self.shown.get(pid)

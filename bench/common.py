@@ -109,6 +109,14 @@ def endpoint(latency: float, error_rate: float) -> Iterator[Endpoint]:
         proc.wait(timeout=10)
 
 
+def one_thread() -> None:
+    """One BLAS thread in this process (a pool's initializer): workers run side by side, and
+    BLAS threads spinning beside each other made a bench run many times slower on 2 cores."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
+
+
 def timed(func: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = func()

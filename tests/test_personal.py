@@ -74,7 +74,7 @@ def test_no_decisions_keeps_the_engine_order_and_says_why(demo: Path) -> None:
     assert relevances == sorted(relevances, reverse=True)
     assert all(r["score"] == r["assessment"]["relevance"] and r["ranked_by"] == "engine" for r in before)  # type: ignore[index]
     shown = run("show", str(before[0]["paper"]["id"]))  # type: ignore[index]
-    assert "learning starts at 3 accepted" in shown.output
+    assert "learns from your first accept" in " ".join(shown.output.split())
 
 
 def test_decisions_move_the_queue_towards_what_was_accepted(demo: Path) -> None:
@@ -82,7 +82,7 @@ def test_decisions_move_the_queue_towards_what_was_accepted(demo: Path) -> None:
     decide_like_a_knowledge_researcher(30)
     personal = store_ranking(open_store())
     assert personal.ranking.personal, personal.ranking.fit.note
-    assert "chosen on 30 decisions" in personal.ranking.fit.note
+    assert "learned from 30 decisions" in personal.ranking.fit.note
     blended = ranked_json("--top", "200")
     # The same undecided papers, ordered by the engine alone and by the blend.
     engine_rest = [r for r in engine_order if r["paper"]["id"] in {b["paper"]["id"] for b in blended}]  # type: ignore[index]
@@ -134,25 +134,23 @@ def test_show_explains_a_move_with_the_nearest_decided_papers(demo: Path) -> Non
     assert f"words your decisions weigh for it: {', '.join(explanation.words_for)}" in shown
 
 
-def test_one_sided_and_too_few_labels_fall_back_with_a_note(demo: Path) -> None:
-    top = ranked_json("--top", "4")
+def test_rejections_alone_leave_the_engine_order_and_the_first_accept_teaches(demo: Path) -> None:
+    top = ranked_json("--top", "12")
     ids = [str(r["paper"]["id"]) for r in top]  # type: ignore[index]
-    assert run("mark", *ids[:2], "--accept").exit_code == 0
-    assert "learning starts at 3 accepted" in store_ranking(open_store()).ranking.fit.note
-    assert run("mark", *ids, "--accept").exit_code == 0
-    more = [str(r["paper"]["id"]) for r in ranked_json("--top", "8")][4:]  # type: ignore[index]
-    assert run("mark", *more, "--accept").exit_code == 0
+    assert run("mark", *ids[:3], "--reject").exit_code == 0
     ranking = store_ranking(open_store()).ranking
-    assert not ranking.personal and "all 8 decisions so far are accepts" in ranking.fit.note
-    order = [r["paper"]["id"] for r in ranked_json("--top", "200")]  # type: ignore[index]
+    assert not ranking.personal and "none of them an accept" in ranking.fit.note
     first = ranked_json("--top", "1")[0]
     assert first["score"] == first["assessment"]["relevance"] and first["ranked_by"] == "engine"  # type: ignore[index]
     # The table says why the decisions leave the order as the engine's.
-    assert "all 8 decisions so far are accepts" in " ".join(run("ranked", "--top", "3").output.split())
-    assert order == [
-        r["paper"]["id"]
-        for r in sorted(ranked_json("--top", "200"), key=lambda r: -r["assessment"]["relevance"])
-    ]  # type: ignore[index, operator]
+    assert "none of them an accept" in " ".join(run("ranked", "--top", "3").output.split())
+    # One accept: the queue learns from it at once, and moves only a little.
+    assert run("mark", ids[3], "--accept").exit_code == 0
+    ranking = store_ranking(open_store()).ranking
+    assert ranking.personal and "learned from 4 decisions" in ranking.fit.note
+    engine_top = [pid for pid in ids[4:] if pid in ranking.position][:8]
+    blended_top = [pid for pid in ranking.relevance_order() if ranking.undecided[ranking.position[pid]]][:8]
+    assert len(set(engine_top) & set(blended_top)) >= 5, (engine_top, blended_top)
 
 
 def test_the_model_is_derived_state_rebuilt_from_the_store(demo: Path, isolated: Path) -> None:
@@ -251,18 +249,21 @@ def test_eval_reports_agreement_held_out(demo: Path) -> None:
     assert run("mark", *top, "--new").exit_code == 0
     decide_like_a_knowledge_researcher(40)
     out = run("eval").output
-    for expected in ("engine", "personal model", "blend", "P@10", "ROC-AUC", "WSS@95", "Calibration"):
+    for expected in ("engine", "decisions' part", "blend", "P@10", "ROC-AUC", "WSS@95", "Calibration"):
         assert expected in out, out
     report = json.loads(run("eval", "--json").output.splitlines()[-1])
     names = [r["name"] for r in report["rankers"]]
-    assert names == ["engine", "personal model", "blend"]
+    assert names == ["engine", "decisions' part", "blend"]
     assert report["decided"] == 40 and sum(b["papers"] for b in report["calibration"]) == 40
     blend = report["rankers"][2]
     assert 0 <= blend["average_precision"] <= 1 and blend["roc_auc"] > 0.5
     # What the queue uses, for a script as for the reader.
-    assert report["in_use"] in {"engine", "engine + model", "calibrated engine", "calibrated engine + model"}
-    assert report["chosen_on"] == 40 and (report["model_weight"] > 0) == report["in_use"].endswith("model")
+    assert report["in_use"] == "engine + model" and report["engine_weight"] > 0
     assert 0 < report["random_ap"] < 1 and "The queue uses" in out
+    # How many relevant papers are left, with an interval, and the way to a guarantee.
+    left = report["estimate"]
+    assert left["low"] <= left["left"] <= left["high"] <= left["undecided"]
+    assert "relevant left among" in left["line"] and "triage check" in " ".join(out.split())
 
 
 def test_suggest_agenda_proposes_what_no_topic_covers(demo: Path) -> None:
@@ -385,72 +386,6 @@ def test_decisions_never_lift_what_the_agenda_excludes() -> None:
     assert order[-1] == "p40", order.index("p40")
 
 
-def test_the_blend_in_use_is_kept_while_it_does_no_worse(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One more decision moves the cross-validation by luck: what the queue uses stays while it
-    still ranks held-out decisions no worse than the engine, and goes once it ranks them worse."""
-    from assistant.personal import model as personal_model
-
-    n = 60
-    X, engine, ids = random_papers(n, seed=0)
-    statuses = [Status.NEW] * n
-    for i in range(12):
-        statuses[i] = Status.ACCEPTED if i % 2 else Status.REJECTED
-    labels = Labels.from_decisions(statuses, [False] * n)
-
-    def cross_validation(model_ap: float, wins: float):  # type: ignore[no-untyped-def]
-        return fake_cross_validation(0.5, (personal_model.RAW, 1.0), model_ap, wins)
-
-    # A clear win: the blend is taken.
-    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.6, 0.95))
-    first = personal_model.fit(X, engine, labels, ids)
-    assert first.active and first.weight == 1.0
-    # Then a narrow, unsure lead: not enough to switch the blend on, enough to keep it on.
-    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.502, 0.6))
-    assert not personal_model.fit(X, engine, labels, ids).active
-    kept = personal_model.fit(X, engine, labels, ids, previous=first)
-    assert kept.active and kept.weight == 1.0 and "kept from before" in kept.note
-    # Worse than the engine alone: it goes.
-    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.45, 0.2))
-    assert not personal_model.fit(X, engine, labels, ids, previous=kept).active
-
-
-def test_from_ten_decisions_the_model_counts_unless_it_ranks_held_out_decisions_worse(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The decided papers are the engine's own top of the queue, so the engine need not lose a
-    contest on them for the model to take part: from PRIOR_FROM decisions on, a model that ranks
-    them no worse counts at PRIOR_WEIGHT; one that ranks them worse does not, nor one with fewer
-    decisions, nor one with nothing but accepts to learn from."""
-    from assistant.personal import model as personal_model
-
-    n = 60
-    X, engine, ids = random_papers(n, seed=1)
-    prior = (personal_model.RAW, personal_model.PRIOR_WEIGHT)
-
-    def labels(decided: int, rejected: bool = True) -> Labels:
-        statuses = [Status.NEW] * n
-        for i in range(decided):
-            statuses[i] = Status.REJECTED if rejected and i % 3 == 0 else Status.ACCEPTED
-        return Labels.from_decisions(statuses, [False] * n)
-
-    def cross_validation(model_ap: float):  # type: ignore[no-untyped-def]
-        return fake_cross_validation(0.8, prior, model_ap, wins=0.3)
-
-    ten = personal_model.PRIOR_FROM
-    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.8))
-    tie = personal_model.fit(X, engine, labels(ten), ids)
-    assert tie.active and tie.weight == personal_model.PRIOR_WEIGHT
-    assert "usual weight" in tie.note and "no worse than the engine alone" in tie.note
-    assert tie.short() == f"learned from {ten}: AP 0.80, level with the engine"  # the UI's header
-    few = personal_model.fit(X, engine, labels(personal_model.MIN_DECISIONS - 1), ids)
-    assert few.model is None and few.short() == f"learns after {personal_model.MIN_DECISIONS} decisions"
-    assert not personal_model.fit(X, engine, labels(ten - 1), ids).active
-    assert not personal_model.fit(X, engine, labels(ten + 5, rejected=False), ids).active
-    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.79))
-    worse = personal_model.fit(X, engine, labels(ten), ids)
-    assert not worse.active and "worse than the engine (average precision 0.79 against 0.80)" in worse.note
-
-
 def sparse_words(n: int, rng: np.random.Generator):  # type: ignore[no-untyped-def]
     from scipy import sparse
 
@@ -466,22 +401,6 @@ def random_papers(n: int, seed: int):  # type: ignore[no-untyped-def]
         sparse_words(n, rng), rng.normal(size=(n, 8)).astype(np.float32), np.zeros((n, 0))
     )
     return X, rng.random(n) * 10, [f"p{i}" for i in range(n)]
-
-
-def fake_cross_validation(engine_ap: float, blend: tuple[str, float], blend_ap: float, wins: float):  # type: ignore[no-untyped-def]
-    """A stand-in for the model's cross-validation: the engine alone and one blend score these
-    average precisions, every other blend 0; every blend beats the engine in `wins` of the
-    resamples."""
-    from assistant.personal import model as personal_model
-
-    def fake(*args: object) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
-        sides = (personal_model.RAW, personal_model.CALIBRATED)
-        keys = [(s, w) for s in sides for w in personal_model.WEIGHTS]
-        cv = dict.fromkeys(keys, 0.0)
-        cv[(personal_model.RAW, 0.0)], cv[blend] = engine_ap, blend_ap
-        return cv, dict.fromkeys(keys, wins)
-
-    return fake
 
 
 def test_a_paper_is_placed_among_the_papers_still_to_decide_starred_ones_too() -> None:
@@ -508,52 +427,32 @@ def test_a_paper_is_placed_among_the_papers_still_to_decide_starred_ones_too() -
     assert accepted is not None and not accepted.undecided and accepted.of == len(rows)
 
 
-def test_commands_and_a_new_review_session_keep_the_blend_the_queue_used(
-    demo: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A blend in use stays while it ranks held-out decisions no worse than the engine: that
-    holds from one command to the next too, so `ranked` shows the order the review UI left,
-    not one chosen afresh. The remembered blend is derived state: deleted or damaged, the
-    blend is chosen afresh."""
-    from assistant.agenda import load_agenda
-    from assistant.cache import cache_file
-    from assistant.personal import model as personal_model
+def test_the_same_decisions_give_the_same_order_in_every_command(demo: Path) -> None:
+    """There is no choice to remember between commands: the model is the one optimum of its
+    decisions, so `ranked`, `export`, `show` and a new review session (which starts from no
+    previous fit) order the queue alike."""
+    from assistant.personal.model import fit
 
     decide_like_a_knowledge_researcher(30)
-    topics = [t.name for t in load_agenda(load_settings().agenda_path).topics]
-
-    def cross_validation(model_ap: float, wins: float):  # type: ignore[no-untyped-def]
-        return fake_cross_validation(0.5, (personal_model.RAW, 1.0), model_ap, wins)
-
-    # A clear win switches the blend on...
-    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.6, 0.95))
-    assert store_ranking(open_store(), topics).ranking.fit.weight == 1.0
-    # ... and a narrow lead, not enough to switch it on, keeps it on in the next command.
-    monkeypatch.setattr(personal_model, "_cross_validate", cross_validation(0.502, 0.6))
-    kept = store_ranking(open_store(), topics).ranking.fit
-    assert kept.active and kept.weight == 1.0 and "kept from before" in kept.note
-    records = ranked_json("--top", "5")
-    assert all(r["ranked_by"] != "engine" for r in records), records[0]["ranked_by"]
-    # Deleted: chosen afresh (the narrow lead does not switch it on).
-    path = cache_file("blend", open_store().cache_key)
-    assert path.exists() and str(isolated.parent / "home" / ".cache") in str(path)
-    path.unlink()
-    assert not store_ranking(open_store(), topics).ranking.fit.active
-    # Damaged: chosen afresh, with a note and no traceback.
-    path.write_bytes(b"not a cache")
-    damaged = store_ranking(open_store(), topics)
-    assert any("chosen afresh" in n for n in damaged.notes) and not damaged.ranking.fit.active
+    first = store_ranking(open_store()).ranking
+    again = store_ranking(open_store()).ranking
+    assert first.relevance_order() == again.relevance_order()
+    # Trained from the last fit (the review UI after a decision) or from scratch: the same optimum.
+    X, labels = first.feature_rows, first.labels
+    assert X is not None
+    engine = np.where(np.isfinite(first.engine), first.engine, np.nanmin(first.engine))
+    warm = fit(X, engine, labels, first.ids, first.fit)
+    cold = fit(X, engine, labels, first.ids, None)
+    assert warm.model is not None and cold.model is not None
+    np.testing.assert_allclose(
+        warm.model.logit(X, warm.engine_z(engine)), cold.model.logit(X, cold.engine_z(engine)), atol=0.02
+    )
 
 
-def test_a_place_in_show_is_the_row_ranked_prints_when_scores_tie(
-    demo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An LLM's scores tie often (whole numbers), and so does a blend that only calibrates
-    them: `show`'s "#k of N", the row `ranked` prints it on and the review UI's order break ties
-    the same way (the newer paper, then the id)."""
-    from assistant.agenda import load_agenda
+def test_a_place_in_show_is_the_row_ranked_prints_when_scores_tie(demo: Path) -> None:
+    """An LLM's scores tie often (whole numbers): `show`'s "#k of N", the row `ranked` prints it
+    on and the review UI's order break ties the same way (the newer paper, then the id)."""
     from assistant.index import QueueIndex, Sort, sort_key
-    from assistant.personal import model as personal_model
 
     store = open_store()
     whole = {
@@ -562,26 +461,14 @@ def test_a_place_in_show_is_the_row_ranked_prints_when_scores_tie(
         if i.assessment is not None
     }
     store.set_assessments(whole)
-    decide_like_a_knowledge_researcher(30)
-
-    def calibration_best(
-        *args: object,
-    ) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
-        keys = [
-            (s, w) for s in (personal_model.RAW, personal_model.CALIBRATED) for w in personal_model.WEIGHTS
-        ]
-        return {k: 0.9 if k == (personal_model.CALIBRATED, 0.0) else 0.5 for k in keys}, dict.fromkeys(
-            keys, 1.0
-        )
-
-    monkeypatch.setattr(personal_model, "_cross_validate", calibration_best)
-    topics = [t.name for t in load_agenda(load_settings().agenda_path).topics]
-    ranking = store_ranking(open_store(), topics).ranking
-    assert ranking.fit.calibrated and not ranking.fit.active
+    top = [str(r["paper"]["id"]) for r in ranked_json("--top", "3")]  # type: ignore[index]
+    assert run("mark", *top, "--reject").exit_code == 0  # decisions, and still the engine's order
+    ranking = store_ranking(open_store()).ranking
+    assert not ranking.personal
     records = ranked_json("--top", "80")
     ids = [str(r["paper"]["id"]) for r in records]  # type: ignore[index]
     scores = [ranking.key(pid, None) for pid in ids]
-    assert len(set(scores)) < len(scores) - 10, "the calibrated scores should tie often"
+    assert len(set(scores)) < len(scores) - 10, "whole-number scores should tie often"
     places = [ranking.explain(pid).place for pid in ids]  # type: ignore[union-attr]
     assert places == list(range(1, len(ids) + 1))
     index = QueueIndex(location="ties")

@@ -1,8 +1,9 @@
 """`triage eval`: how far the scores agree with the researcher's own decisions.
 
-Every decided, assessed paper is scored by the engine alone, by each agenda topic, by the
-personal model alone and by the blend, the last two by models trained without it (k-fold
-cross-validation: each fold is scored by a fit, weight choice included, on the other folds).
+Every decided, assessed paper is scored by the engine alone, by each agenda topic, by what the
+decisions add to the engine (the personal model's own part) and by the blend (the queue's
+order), the last two by models trained without it (k-fold cross-validation: each fold is scored
+by a fit on the other folds).
 Relevant means accepted or starred; maybes and rejections are not. The decided papers came
 from the top of the queue, so the engine's figures measure how well it orders what it put
 there, not how much it missed.
@@ -17,8 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from assistant.models import Status
+from assistant.personal.estimate import Estimate, estimate
 from assistant.personal.features import TextFeatures
-from assistant.personal.model import CALIBRATED, RAW, Labels, average_precision, blend, features, fit, scores
+from assistant.personal.model import Labels, average_precision, blend, features, fit, scores
 from assistant.personal.ranking import PaperState, learns_from, topic_names, topic_scores
 
 FOLDS = 5
@@ -60,16 +62,13 @@ class EvalReport:
     topics: list[Metrics] = field(default_factory=list)
     calibration: list[Bucket] = field(default_factory=list)
     note: str = ""
-    # What the queue's order uses now: "engine", "engine + model" or "calibrated engine"
-    # (+ model), the model's weight in the blend, and the decisions that choice was made on.
+    # What the queue's order uses now: "engine" (no accept yet) or "engine + model".
     in_use: str = "engine"
-    model_weight: float = 0.0
-    chosen_on: int = 0
+    # The engine's weight in the model (log-odds per standard deviation of its relevance).
+    engine_weight: float | None = None
     random_ap: float | None = None  # a random order's average precision: the share of accepts
-    # The queue's own cross-validation that made the choice: its average precision for the
-    # choice and for the engine alone.
-    chosen_ap: float | None = None
-    chosen_engine_ap: float | None = None
+    # Relevant papers expected among the undecided ones.
+    estimate: Estimate | None = None
 
     @property
     def measurable(self) -> bool:
@@ -210,16 +209,12 @@ def evaluate(
     for low, high in BUCKETS:
         inside = decided[(engine[decided] >= low) & (engine[decided] < high)]
         report.calibration.append(Bucket(low, min(high, 10.0), len(inside), int(accepted[inside].sum())))
-    whole = fit(X, filled, labels, ids, topics=learned, assessed=assessed)
+    whole = fit(X, filled, labels, ids)
     report.note = whole.note
-    report.in_use = ("calibrated engine" if whole.calibrated else "engine") + (
-        " + model" if whole.active else ""
-    )
-    report.model_weight = whole.weight if whole.active else 0.0
-    report.chosen_on = whole.cv_decided
-    if whole.cv:
-        report.chosen_ap = whole.cv.get((CALIBRATED if whole.calibrated else RAW, whole.weight))
-        report.chosen_engine_ap = whole.cv.get((RAW, 0.0))
+    report.in_use = "engine + model" if whole.active else "engine"
+    report.engine_weight = whole.model.engine_weight if whole.model is not None else None
+    undecided = np.flatnonzero((labels.y < 0) & assessed)
+    report.estimate = estimate(X, filled, labels, ids, whole, undecided)
     if whole.model is None or not relevant.any() or relevant.all():
         return report
     # Out of fold: each fold's decisions are hidden from the fit that scores them.
@@ -231,17 +226,14 @@ def evaluate(
         fold_of[group] = np.arange(len(group)) % max(folds, 2)
     for k in range(max(folds, 2)):
         held = decided[fold_of[decided] == k]
-        hidden = Labels(labels.y.copy(), labels.weight.copy(), labels.seeded.copy())
-        hidden.y[held] = -1
-        hidden.weight[held] = 0.0
-        part = fit(X, filled, hidden, ids, topics=learned, assessed=assessed)
+        part = fit(X, filled, labels.without(held), ids, whole)
         model = scores(part, X)
         if model is not None:
             model_oof[held] = model[held]
-        blend_oof[held] = blend(part, filled, model, learned)[held]
+        blend_oof[held] = blend(part, filled, model)[held]
         if on_progress:
             on_progress(k + 1, max(folds, 2))
     if np.isfinite(model_oof[decided]).all():
-        report.rankers.append(metrics("personal model", model_oof[decided], relevant))
+        report.rankers.append(metrics("decisions' part", model_oof[decided], relevant))
     report.rankers.append(metrics("blend", blend_oof[decided], relevant))
     return report

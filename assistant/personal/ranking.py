@@ -20,9 +20,10 @@ import numpy as np
 
 from assistant.agenda import excludes
 from assistant.models import Status
+from assistant.personal.estimate import Estimate, estimate
 from assistant.personal.features import TextFeatures
 from assistant.personal.model import (
-    MODEL_FLOOR,
+    ENGINE_WEIGHT,
     Features,
     Fit,
     Labels,
@@ -74,7 +75,7 @@ class Explanation:
     of: int
     engine_score: float
     score: float
-    chance: float | None  # calibrated chance of an accept, from the engine's scores
+    chance: float | None  # the chance you accept it, from the model's log-odds calibrated
     accepted: list[Neighbour] = field(default_factory=list)
     rejected: list[Neighbour] = field(default_factory=list)
     note: str = ""
@@ -99,9 +100,7 @@ class Explanation:
             head = f"leave it at #{self.place} {among}"
         out = [f"{head}; score {self.score:.1f} (engine {self.engine_score:.1f})"]
         if self.chance is not None:
-            out.append(
-                f"chance you accept it, from its engine scores fitted to your decisions: {self.chance:.0%}"
-            )
+            out.append(f"chance you accept it, by the model calibrated on your decisions: {self.chance:.0%}")
         if self.words_for or self.words_against:
             parts = [f"for it: {', '.join(self.words_for)}"] if self.words_for else []
             parts += [f"against it: {', '.join(self.words_against)}"] if self.words_against else []
@@ -122,9 +121,9 @@ class Ranking:
     engine: np.ndarray  # relevance, NaN when not assessed
     blended: np.ndarray  # the sort key, -inf when not assessed
     shown: np.ndarray  # the blend on the engine's 0-10 scale, NaN when not assessed
-    model: np.ndarray | None  # the model's score (z), None without a model
-    uncertainty: np.ndarray | None  # |logit| of the model's regression: small is uncertain
-    chance: np.ndarray | None
+    model: np.ndarray | None  # what the decisions add to the log-odds, None without a model
+    uncertainty: np.ndarray | None  # |log-odds| of the model: small is uncertain
+    chance: np.ndarray | None  # the calibrated chance of an accept (with an estimate)
     fit: Fit
     titles: list[str]
     labels: Labels
@@ -139,6 +138,8 @@ class Ranking:
     # Each paper's date (yyyymmdd, 0 unknown): among equal scores the newer paper comes first,
     # then the id, in every view of the queue (`assistant.order.queue_key`).
     days: np.ndarray | None = None
+    # Relevant papers left among the undecided ones (when asked for and measurable).
+    estimate: Estimate | None = None
 
     def __post_init__(self) -> None:
         self.position = {pid: i for i, pid in enumerate(self.ids)}
@@ -181,8 +182,14 @@ class Ranking:
             return float(self.blended[i])
         if relevance is None:
             return -math.inf
+        a, b = self.engine_line()
         mean, std = self.fit.engine_stats
-        return (relevance - mean) / std
+        return a + b * (relevance - mean) / std
+
+    def engine_line(self) -> tuple[float, float]:
+        """(a, b): the sort key of a paper known by its relevance alone is a + b * its z-score."""
+        model = self.fit.model
+        return (model.intercept, model.engine_weight) if model is not None else (0.0, ENGINE_WEIGHT)
 
     def relevance_order(self) -> list[str]:
         """Every paper's id in the queue's relevance order (`assistant.order.queue_key`)."""
@@ -197,22 +204,21 @@ class Ranking:
             return 0.0
         if math.isfinite(self.blended[i]):
             return float(self.blended[i])
-        return float(self.model[i]) if self.model is not None and self.fit.active else 0.0
+        return float(self.model[i]) if self.model is not None else 0.0
 
     def reorder(self, relevance: Mapping[str, float]) -> dict[str, float]:
         """Blend other engine scores (the offline pass of a cascade) with the model as the
-        ranking does: the scores' z-score plus the model's, at the fit's weight."""
+        ranking does: the scores' z-score at the engine's weight plus what the decisions add."""
         if not relevance:
             return {}
         values = np.array(list(relevance.values()), dtype=np.float64)
         mean, std = float(values.mean()), float(values.std()) or 1.0
+        weight = self.fit.model.engine_weight if self.fit.model is not None else 1.0
         out = {}
         for pid, value in relevance.items():
             i = self.position.get(pid)
-            model = (
-                max(float(self.model[i]), MODEL_FLOOR) if self.model is not None and i is not None else 0.0
-            )
-            out[pid] = (value - mean) / std + (self.fit.weight * model if self.fit.active else 0.0)
+            model = float(self.model[i]) if self.model is not None and i is not None else 0.0
+            out[pid] = weight * (value - mean) / std + model
         return out
 
     def uncertain(self, pid: str) -> float:
@@ -223,12 +229,11 @@ class Ranking:
         return float(self.uncertainty[i])
 
     def disagreement(self, pid: str) -> float:
-        """The model's score less the engine's (z-scores): positive when you would like it more."""
+        """What the decisions add to the engine's log-odds: positive when you would like it more."""
         i = self.position.get(pid)
         if i is None or self.model is None or not math.isfinite(self.blended[i]):
             return 0.0
-        mean, std = self.fit.engine_stats
-        return float(self.model[i] - (self.engine[i] - mean) / std)
+        return float(self.model[i])
 
     def explain(self, pid: str) -> Explanation | None:
         i = self.position.get(pid)
@@ -242,7 +247,9 @@ class Ranking:
             undecided=undecided,
             engine_score=float(self.engine[i]),
             score=float(self.shown[i]),
-            chance=float(self.chance[i]) if self.chance is not None else None,
+            chance=float(self.chance[i])
+            if self.chance is not None and math.isfinite(self.chance[i])
+            else None,
             accepted=self._nearest(i, self._accepted, "accepted"),
             rejected=self._nearest(i, self._rejected, "rejected"),
             note=self.fit.note,
@@ -365,8 +372,10 @@ def rank(
     agenda_topics: Sequence[str] = (),
     previous: Fit | None = None,
     cache: FeatureCache | None = None,
+    with_estimate: bool = False,
 ) -> Ranking:
-    """Train on the decisions among `rows` and rank the assessed ones."""
+    """Train on the decisions among `rows` and rank the assessed ones; `with_estimate` also
+    estimates how many relevant papers are left among those still to decide."""
     ids = [r.id for r in rows]
     engine = np.array([r.relevance if r.relevance is not None else np.nan for r in rows], dtype=np.float64)
     assessed = np.isfinite(engine)
@@ -378,13 +387,20 @@ def rank(
     labels = Labels.from_decisions(
         [r.status for r in rows], [r.starred for r in rows], [r.seed for r in rows]
     )
-    result = fit(X, filled, labels, ids, previous, topics, assessed, cache.order)
+    result = fit(X, filled, labels, ids, previous, cache.order)
     model = scores(result, X)
-    blended = np.where(assessed, blend(result, filled, model, topics), -np.inf)
-    uncertainty = None
+    blended = np.where(assessed, blend(result, filled, model), -np.inf)
+    undecided = np.array([r.status is Status.NEW for r in rows], dtype=bool)
+    uncertainty = chance = None
+    left = None
     if result.model is not None:
-        uncertainty = np.abs(result.model.regression(X))
-    chance = result.accept_chance(filled, topics)
+        logit = result.model.logit(X, result.engine_z(filled))
+        uncertainty = np.abs(logit)
+        if with_estimate:
+            left = estimate(
+                X, filled, labels, ids, result, np.flatnonzero(undecided & assessed & (labels.y < 0))
+            )
+            chance = left.chance(len(ids)) if left is not None else None
     return Ranking(
         ids=ids,
         engine=engine,
@@ -399,8 +415,9 @@ def rank(
         vectors=vectors,
         feature_rows=X if result.active else None,
         terms=_vocabulary(texts),
-        undecided=np.array([r.status is Status.NEW for r in rows], dtype=bool),
+        undecided=undecided,
         days=np.array([getattr(r, "day", None) or 0 for r in rows], dtype=np.float64),
+        estimate=left,
     )
 
 
