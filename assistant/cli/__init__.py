@@ -10,7 +10,7 @@ Each command imports the store, the engines, the personal model or the review UI
 `triage --help` loads none of them.
 """
 
-from assistant.cli import papers, view, tag, review, export, feeds, lists, personal, start  # noqa: F401, I001
+from assistant.cli import papers, view, tag, review, export, feeds, lists, personal, check, start  # noqa: F401, I001
 from assistant.cli.shared import app
 
 __all__ = ["app", "entrypoint"]

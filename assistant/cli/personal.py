@@ -89,32 +89,32 @@ def print_report(report: EvalReport) -> None:
         table.add_row(f"{b.low:.0f}-{b.high:.0f}", str(b.papers), _cell(b.share, percent=True))
     console.print(table)
     console.print(f"[bold]{escape(sentence(report.summary()))}[/bold]")
-    if report.in_use != "engine" and report.chosen_ap is not None and report.chosen_engine_ap is not None:
-        console.print(
-            f"[bold]The queue uses[/bold] {escape(_in_use(report))}: chosen on {report.chosen_on} "
-            f"decisions, where its own cross-validation gave average precision {report.chosen_ap:.2f} "
-            f"against {report.chosen_engine_ap:.2f} for the engine alone."
-        )
-    else:
-        note = escape(sentence(report.note))
-        console.print(f"[bold]The queue uses[/bold] {escape(_in_use(report))}. [dim]{note}[/dim]")
+    console.print(
+        f"[bold]The queue uses[/bold] {escape(_in_use(report))}. [dim]{escape(sentence(report.note))}[/dim]"
+    )
+    if report.estimate is not None:
+        console.print(f"[bold]Seen enough?[/bold] {escape(sentence(report.estimate.line()))}. {CHECK_HINT}")
     console.print(
         "[dim]Relevant = accepted or starred. Every figure ranks your decided papers only: a paper "
         "the engine buried and you never met is not measured. AP is average precision (1 = every "
         "accept above every other decision; a random order scores the share of accepts). WSS@95 is "
         "the share of these papers you could have skipped and still met 95% of your accepts, beyond "
-        "the 5% a random order saves (negative: none). The queue's choice is made by its own "
-        "cross-validation, which weighs stars double and maybes lightly and counts a library "
-        "imported with --accept separately, so its figures differ from this table's.[/dim]"
+        "the 5% a random order saves (negative: none). The estimate of relevant papers left comes "
+        "from the model's scores calibrated on held-out decisions; it is an estimate, not a "
+        "guarantee.[/dim]"
     )
 
 
+CHECK_HINT = "[dim]For a guarantee, 'triage check' samples the rest at random and tests the recall.[/dim]"
+
+
 def _in_use(report: EvalReport) -> str:
-    calibrated = report.in_use.startswith("calibrated")
-    engine = "the engine's scores calibrated to your decisions" if calibrated else "the engine"
-    if report.model_weight:
-        return f"{engine}, blended with the personal model at weight {report.model_weight:g}"
-    return engine if calibrated else "the engine alone"
+    if report.engine_weight is not None:
+        return (
+            "the personal model: the engine's relevance (weight "
+            f"{report.engine_weight:.2f} per standard deviation) with what your decisions taught"
+        )
+    return "the engine alone"
 
 
 @app.command("eval")
@@ -141,7 +141,19 @@ def eval_cmd(
             negative=_negative_topics(),
         )
     if as_json:
-        sys.stdout.write(json.dumps(dataclasses.asdict(report) | {"summary": report.summary()}) + "\n")
+        left = report.estimate
+        report.estimate = None  # its per-paper arrays are not for JSON: the figures below are
+        payload = dataclasses.asdict(report) | {"summary": report.summary()}
+        if left is not None:
+            payload["estimate"] = {
+                "left": left.left,
+                "low": left.low,
+                "high": left.high,
+                "undecided": left.undecided,
+                "found": left.found,
+                "line": left.line(),
+            }
+        sys.stdout.write(json.dumps(payload) + "\n")
         return
     print_report(report)
 

@@ -105,9 +105,12 @@ class State:
 
         return load_agenda(self.settings.agenda_path)
 
-    def personal(self, quiet: bool = False) -> StoreRanking | None:
+    def personal(self, quiet: bool = False, with_estimate: bool = False) -> StoreRanking | None:
         """The store ranked with the personal model (once per command); None, with a one-line
-        note, when it cannot be had: the engine's order is used then."""
+        note, when it cannot be had: the engine's order is used then. `with_estimate` also
+        estimates the relevant papers left."""
+        if self._ranking is not None and with_estimate and self._ranking.ranking.estimate is None:
+            self._ranking = None  # ranked again, with the estimate
         if self._ranking is None:
             from assistant.personal import store_ranking
 
@@ -117,7 +120,7 @@ class State:
                 agenda = None
             topics = [t.name for t in agenda.topics] if agenda else []
             try:
-                self._ranking = store_ranking(self.store, topics)
+                self._ranking = store_ranking(self.store, topics, with_estimate=with_estimate)
             except TriageError:
                 raise
             except Exception as exc:  # a derived order: the engine's stands without it

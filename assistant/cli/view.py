@@ -124,7 +124,7 @@ def assessed_queue() -> RankedQueue:
     store = state.store
     before = readcache.signature(settings)
     items = [i for i in store.iter_all() if i.assessment]
-    personal = state.personal()
+    personal = state.personal(with_estimate=True)
     summary = readcache.RankSummary.of(personal.ranking, (i.paper.id for i in items)) if personal else None
     queue = readcache.RankedQueue(
         items, summary, personal.notes if personal else [], store.count() - len(items)
@@ -264,6 +264,11 @@ def ranked(
         console.print(
             f"[yellow]{len(stale)} of these were assessed before the agenda, prompts or paper "
             "changed[/yellow] (marked 'stale'); 'triage tag' re-assesses them."
+        )
+    if ranking is not None and ranking.estimate and statuses == [Status.NEW]:
+        console.print(
+            f"[bold]Seen enough?[/bold] {escape(sentence(ranking.estimate))}. [dim]An estimate from your "
+            "decisions; 'triage check' samples the rest at random for a guarantee.[/dim]"
         )
 
 
