@@ -59,7 +59,7 @@ def test_queue_is_ranked_and_the_detail_shows_the_assessment(assessed: Settings,
         item = reopen(assessed).get(expected[0])
         assert item is not None and item.assessment is not None
         assert item.paper.title[:30] in detail
-        assert "summary" in detail and "relevance" in detail
+        assert "summary" in detail and "engine" in detail
         for topic in item.assessment.topics:
             assert topic.topic in detail
         await pilot.press("j")
@@ -494,22 +494,26 @@ def test_each_store_has_its_own_queue_cache(
     drive(again, script)
 
 
+def about_knowledge(assessed: Settings) -> set[str]:
+    """The papers a researcher interested in knowledge in models would accept."""
+    return {
+        i.paper.id
+        for i in reopen(assessed).iter_all()
+        if "knowledge" in i.paper.document.lower() or "fact" in i.paper.document.lower()
+    }
+
+
 def test_decisions_retrain_the_personal_model_and_the_queue_follows(
     assessed: Settings, tmp_path: Path
 ) -> None:
     """Accept the papers of one kind and reject the rest: after the retrain (in a worker), the
     header says what was learned, the queue's order is the blend, the detail pane explains."""
     app = make_app(assessed, tmp_path)
-    store = reopen(assessed)
-    wanted = {
-        i.paper.id
-        for i in store.iter_all()
-        if "knowledge" in i.paper.document.lower() or "fact" in i.paper.document.lower()
-    }
+    wanted = about_knowledge(assessed)
 
     async def script(pilot: Pilot[None]) -> None:
         summary = app.query_one("#summary", Static)
-        assert "learns after 3 accepts" in str(summary.content)
+        assert "learns from your first accept" in str(summary.content)
         for _ in range(14):
             pid = app.current_id()
             assert pid is not None
@@ -584,21 +588,9 @@ def test_the_cursor_opens_on_the_top_of_the_blended_queue(assessed: Settings, tm
     drive(app, script)
 
 
-def test_the_disagreement_marks_come_with_the_first_ranking(
-    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Opened in the disagreement sort before the model is ready, and it does not blend (the
-    engine ranks held-out decisions best): the rows are redrawn in the model's order, each
-    marked with the way the model leans, once it has trained."""
-    from assistant.personal import model as personal_model
-
-    def engine_best(*args: object) -> tuple[dict[tuple[str, float], float], dict[tuple[str, float], float]]:
-        keys = [
-            (s, w) for s in (personal_model.RAW, personal_model.CALIBRATED) for w in personal_model.WEIGHTS
-        ]
-        return {k: 0.9 if k == (personal_model.RAW, 0.0) else 0.4 for k in keys}, dict.fromkeys(keys, 0.0)
-
-    monkeypatch.setattr(personal_model, "_cross_validate", engine_best)
+def test_the_disagreement_marks_come_with_the_first_ranking(assessed: Settings, tmp_path: Path) -> None:
+    """Opened in the disagreement sort before the model is ready: the rows are redrawn in the
+    model's order, each marked with the way the model leans, once it has trained."""
     store = reopen(assessed)
     items = sorted((i for i in store.iter_all() if i.assessment), key=lambda i: i.paper.id)
     for n, item in enumerate(items[:12]):
@@ -608,7 +600,7 @@ def test_the_disagreement_marks_come_with_the_first_ranking(
 
     async def script(pilot: Pilot[None]) -> None:
         await settle(pilot)
-        assert app.ranking is not None and app.ranking.model is not None and not app.ranking.personal
+        assert app.ranking is not None and app.ranking.model is not None
         status = list(app.table.widths).index("status")
         new = [i for i in app.table.shown if app.index.rows[i].status is Status.NEW]
         cells = {i: str(app.table.get_row(i)[status])[-1] for i in new}
@@ -616,6 +608,42 @@ def test_the_disagreement_marks_come_with_the_first_ranking(
         key = sort_key(Sort.DISAGREEMENT, app.ranking)
         keys = [key(app.index.rows[i]) for i in app.shown if i not in app.sticky]
         assert keys == sorted(keys)
+
+    drive(app, script)
+
+
+def test_after_a_decision_the_cursor_lands_on_the_best_undecided_paper_of_the_new_order(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    """The queue re-ranks after each decision: the cursor a decision moved down never skips
+    undecided papers the new order put above it; the rows and the detail pane say which score
+    they show, and the detail pane shows both the blend and the engine's."""
+    app = make_app(assessed, tmp_path)
+    wanted = about_knowledge(assessed)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        assert app.table.score_label == "relevance"
+        moved = 0
+        for _ in range(12):
+            pid = app.current_id()
+            assert pid is not None
+            await pilot.press("a" if pid in wanted else "x")
+            await settle(pilot)
+            assert app.ranking is not None
+            # No undecided paper above the cursor: it is on the best one of the queue's order.
+            above = [i for i in app.shown[: app.table.cursor_row] if app.index.rows[i].status is Status.NEW]
+            assert not above, above
+            line = str(app.query_one("#status-line", Static).content)
+            moved += line.startswith("Re-ranked after your decision")
+        assert app.ranking.personal
+        key = sort_key(Sort.RELEVANCE, app.ranking)
+        best = min((r for r in app.index.rows.values() if r.status is Status.NEW), key=key)
+        assert app.current_id() == best.id
+        assert app.table.score_label == "blend" and "blend" in str(app.table.columns["rel"].label)
+        detail = detail_text(app)
+        assert "blend" in detail and "engine" in detail and "the queue's order" in detail
+        assert moved, "no decision re-ordered the papers below the cursor: nothing was tested"
 
     drive(app, script)
 

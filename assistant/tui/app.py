@@ -33,8 +33,6 @@ from assistant.personal import (
     TextFeatures,
     load_features,
     rank,
-    remember_choice,
-    remembered_choice,
 )
 from assistant.render import LEAN_LEGEND, lean
 from assistant.selection import Selection
@@ -213,6 +211,9 @@ class ReviewApp(App[None]):
         self._retrain_pending = False
         self._texts_lock = threading.Lock()
         self._features = FeatureCache()
+        # The paper a decision moved the cursor to, while the cursor stays there: when the
+        # queue is re-ranked the cursor goes to the best undecided paper of the new order.
+        self._advanced_to: str | None = None
 
     # -- layout ---------------------------------------------------------------------
 
@@ -323,12 +324,17 @@ class ReviewApp(App[None]):
         return f"{label} by {self.sort.value}"
 
     def update_summary(self) -> None:
+        personal = ""
+        if self.ranking is not None:
+            personal = self.ranking.fit.short()
+            if self.ranking.estimate is not None:
+                personal += f" · {self.ranking.estimate.short()}"
         self.query_one(Summary).show(
             dict(self.index.counts()),
             self.index.histogram(),
             self.view_label(),
             self.matching,
-            self.ranking.fit.short() if self.ranking else "",
+            personal,
         )
 
     # -- the queue ---------------------------------------------------------------------
@@ -504,11 +510,7 @@ class ReviewApp(App[None]):
         rows = list(self.index.rows.values())
         topics = [t.name for t in self.agenda.topics] if self.agenda else []
         previous = self.ranking.fit if self.ranking else None
-        if previous is None:  # the blend the last session or command left
-            previous, note = remembered_choice(self.store, topics, self.cache_dir)
-            notes += [note] if note else []
-        ranking = rank(self.texts, rows, topics, previous, self._features)
-        remember_choice(self.store, topics, ranking.fit, self.cache_dir)
+        ranking = rank(self.texts, rows, topics, previous, self._features, with_estimate=True)
         # Only the order on screen is sorted here; the others when they are asked for.
         orders: dict[Sort, list[str]] = {}
         if self.sort is Sort.RELEVANCE:
@@ -526,6 +528,10 @@ class ReviewApp(App[None]):
         before = self.ranking
         self.ranking = ranking
         self.table.score_of = ranking.score if ranking.personal else None
+        label = "blend" if ranking.personal else "relevance"
+        if label != self.table.score_label and self.table.widths:
+            self.table.score_label = label
+            self.table.set_columns(self.table.widths)  # the rows are filled again below
         self.set_marks()
         # Rows that changed while it trained (a refresh, a decision) move to their places.
         self.index.set_ranking(ranking, orders, version)
@@ -537,9 +543,35 @@ class ReviewApp(App[None]):
             # The first blended order replaces the engine's: if the researcher has not moved
             # off the first row, the top of the blended queue is where the cursor belongs.
             first = before is None or not before.personal
+            advanced = self._advanced_to is not None and self.current_id() == self._advanced_to
             self.reload(keep_current=not (first and self.table.cursor_row == 0))
+            self.follow_new_order(advanced)
         else:
             self.update_summary()
+
+    def follow_new_order(self, advanced: bool) -> None:
+        """After a re-ranking, undecided papers may now stand above the highlighted one. If a
+        decision put the cursor there, it moves to the best undecided paper of the new order;
+        if the researcher moved it, it stays, and the status line says how many are above."""
+        if self.sort is not Sort.RELEVANCE or self.pinned is not None:
+            return
+        current = self.current_id()
+        rows = self.index.rows
+        above = [
+            i for i, pid in enumerate(self.shown[: self.table.cursor_row]) if rows[pid].status is Status.NEW
+        ]
+        if not above or current is None:
+            return
+        papers = f"{len(above)} undecided paper{'' if len(above) == 1 else 's'}"
+        if advanced:
+            self.table.move_cursor(row=above[0], animate=False)
+            self._advanced_to = self.current_id()
+            self.say(
+                f"Re-ranked after your decision: {papers} moved above the next one; the cursor is "
+                "on the best of them."
+            )
+        else:
+            self.say(f"Re-ranked: {papers} now above the cursor (g: to the top).")
 
     @work(thread=True, exclusive=True, group="count")
     def count_view(self) -> None:
@@ -625,11 +657,13 @@ class ReviewApp(App[None]):
             self.decide_and_advance(starred=not self.index.rows[pid].starred)
 
     def decide_and_advance(self, **changes: Any) -> None:
-        """The triage flow: decide on the highlighted paper, then go to the next undecided one."""
+        """The triage flow: decide on the highlighted paper, then go to the next undecided one
+        (the best undecided one once the queue is re-ranked, see `follow_new_order`)."""
         pid = self.current_id()
         if pid:
             self.decide(pid, **changes)
             self.next_undecided()
+            self._advanced_to = self.current_id()
             if self.current_id() == pid:
                 self.show_detail()
 

@@ -17,6 +17,7 @@ from assistant.index import Row
 from assistant.models import Status, StoredPaper
 from assistant.personal import Explanation
 from assistant.render import relevance_bar
+from assistant.triage.keys import OFFLINE_ENGINE
 
 STATUS_STYLE = {
     Status.NEW: "dim",
@@ -76,8 +77,10 @@ class QueueTable(DataTable[Any]):
         self.exhausted = True
         self.widths: dict[str, int] = {}
         self._rows: Iterator[Row] = iter(())
-        # The score shown for a paper (the personal ranking's), else its relevance.
+        # The score shown for a paper (the personal ranking's), else its relevance; the
+        # column's heading says which ("blend", or the engine's "relevance").
         self.score_of: Callable[[str], float | None] | None = None
+        self.score_label = "relevance"
         # A mark after the status (the disagreement sort's ↑ / ↓), if any.
         self.mark_of: Callable[[str], str] | None = None
 
@@ -92,7 +95,7 @@ class QueueTable(DataTable[Any]):
         self.clear(columns=True)
         for label, key in COLUMNS:
             if key in widths:
-                self.add_column(label, key=key, width=widths[key])
+                self.add_column(self.score_label if key == "rel" else label, key=key, width=widths[key])
 
     def fill(self, rows: Iterator[Row], keep: str | None = None, depth: int = 0) -> None:
         """Show these rows from the top; with `keep`, read up to `depth` rows to find and
@@ -213,6 +216,11 @@ class Detail(Static):
         self.update(render_detail(item, agenda, stale, explanation, note))
 
 
+def engine_label(engine: str) -> str:
+    """What an assessment's score is called: the offline engine's, or an LLM's."""
+    return "engine" if engine == OFFLINE_ENGINE else "LLM"
+
+
 def render_detail(
     item: StoredPaper,
     agenda: Agenda | None,
@@ -244,7 +252,17 @@ def render_detail(
     else:
         when = a.created_at.strftime("%Y-%m-%d %H:%M")
         engine = a.engine + (f" · {a.model}" if a.model else "")
-        line = Text("relevance ", "bold") + relevance_bar(a.relevance) + Text(f"  {engine}, {when}", "dim")
+        if explanation is not None:  # the queue's own score first: what the row shows
+            out.append(
+                Text("blend  ", "bold magenta")
+                + relevance_bar(explanation.score)
+                + Text(
+                    f"  the queue's order: the {engine_label(a.engine)} with what your decisions taught",
+                    "dim",
+                )
+            )
+        label = f"{engine_label(a.engine):<6} "
+        line = Text(label, "bold") + relevance_bar(a.relevance) + Text(f"  {engine}, {when}", "dim")
         if stale:
             line += Text("  stale", "bold red") + Text(": the agenda or prompts changed since")
         out.append(line)
