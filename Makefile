@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench screening asreview clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,5 +31,18 @@ bench: $(VENV)/.dev
 	$(BIN)/python bench/tagging.py && $(BIN)/python bench/ranking.py && $(BIN)/python bench/learning.py && \
 	$(BIN)/python bench/drills.py && $(BIN)/python bench/startup.py
 
+# ASReview, the screening bench's baseline, in an environment of its own (never a dependency).
+.venv-asreview/bin/python: bench/asreview-requirements.txt
+	$(PYTHON) -m venv .venv-asreview
+	.venv-asreview/bin/pip install --quiet -r bench/asreview-requirements.txt
+	touch $@
+
+asreview: .venv-asreview/bin/python
+
+# The simulated researcher on the shared screening datasets, beside ASReview (~30 min, 2 cores).
+screening: $(VENV)/.dev .venv-asreview/bin/python
+	$(BIN)/python bench/screening.py ../shared/fixtures/screening --agendas bench/screening \
+		--json bench/results/screening-all.json
+
 clean:
-	rm -rf $(VENV) store/chroma.sqlite3 store/*/ agenda.md
+	rm -rf $(VENV) .venv-asreview store/chroma.sqlite3 store/*/ agenda.md
