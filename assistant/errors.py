@@ -104,3 +104,31 @@ class InputError(TriageError):
         if self.record is not None:
             where += f" (record {self.record})" if where else f"record {self.record}"
         return f"{where}: " if where else ""
+
+
+def in_words(exc: BaseException) -> str:
+    """What an unexpected error met while reading a record means, in words a user can act on
+    (never the exception's class name): for the `could not be read: ...` of a skipped record or
+    file. Errors of this project are already in words and come back as they are."""
+    if isinstance(exc, InputError):
+        return exc.message
+    if isinstance(exc, TriageError):
+        return str(exc)
+    detail = str(exc).split("\n")[0].strip()[:160]
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply to read"
+    if isinstance(exc, KeyError):
+        name = exc.args[0] if exc.args else None
+        field = f"its {name!r} field" if isinstance(name, str | int) else "a field it needs"
+        return f"{field} is missing or not in the form expected"
+    if isinstance(exc, IndexError):
+        return "a field it needs is empty or shorter than expected"
+    if isinstance(exc, UnicodeError):
+        return "it holds characters that cannot be read as text"
+    if isinstance(exc, TypeError | AttributeError):
+        return (
+            "a field holds a value of an unexpected kind (a list, number or object where text was expected)"
+        )
+    if isinstance(exc, ValueError | ArithmeticError) and detail:
+        return f"a value in it cannot be read ({detail})"
+    return "something in it is not in the form expected"

@@ -57,19 +57,27 @@ def test_bad_lines_are_reported_with_file_and_line_and_the_rest_imports(tmp_path
             '{"title": "broken", ',
             json.dumps({"abstract": "no title here"}),
             "",
-            json.dumps({"title": "Bad year", "year": "soon"}),
+            json.dumps({"title": "Unknown year", "year": "soon"}),
             json.dumps({"title": "Good two", "authors": ["A"]}),
             json.dumps(["not", "an", "object"]),
+            json.dumps({"title": "Year as an object", "year": {"value": 2020}}),
         ],
     )
     _, result = parse_file(path)
-    assert [p.title for p in result.papers] == ["Good one", "Good two"]
+    # An unknown year leaves the paper without one (and says so); a year that is no text or
+    # number at all is a skipped line.
+    assert [(p.title, p.year) for p in result.papers] == [
+        ("Good one", None),
+        ("Unknown year", None),
+        ("Good two", None),
+    ]
+    assert result.notes == [f"{path}:5: 'year' 'soon' is not a year: stored without a year"]
     messages = [str(e) for e in result.errors]
     assert messages[0].startswith(f"{path}:2: invalid JSON")
     assert messages[1] == f"{path}:3: record has no title"
-    assert messages[2] == f"{path}:5: 'year' must be a number, got 'soon'"
-    assert messages[3].startswith(f"{path}:7: expected an object")
-    assert result.records == 6
+    assert messages[2].startswith(f"{path}:7: expected an object")
+    assert messages[3] == f"{path}:8: 'year' must be a year such as 2021, got dict"
+    assert result.records == 7
 
 
 def test_record_numbers_in_a_json_array(tmp_path: Path) -> None:
@@ -158,15 +166,16 @@ def test_crafted_json_is_a_located_error_and_the_rest_imports(
     later = write_lines(tmp_path / "later.jsonl", [json.dumps({"title": "Fourth fine paper"})])
     store = Store.open(embedded_settings)
     reports = ingest_files(store, [jsonl, whole, array, later])
-    assert [r.new for r in reports] == [2, 0, 1, 1]
+    assert [r.new for r in reports] == [3, 0, 2, 1]
     assert [(e.line, e.message) for e in reports[0].skipped] == [
         (2, "invalid JSON: nested too deeply"),
-        (3, "'year' must be a year, got a number of 5000 digits"),
         (4, "invalid JSON: nested too deeply"),
     ]
+    # A "year" of 5000 digits is no year: the paper is stored without one, and the user told.
+    assert any(f"{jsonl}:3: 'year'" in n and "(5000 characters) is not a year" in n for n in reports[0].notes)
     assert reports[1].error is not None and "nested too deeply" in str(reports[1].error)
-    assert reports[2].skipped[0].record == 1 and "5000 digits" in reports[2].skipped[0].message
-    assert store.count() == 4
+    assert not reports[2].skipped and "(record 1): 'year'" in reports[2].notes[0]
+    assert store.count() == 6
 
 
 def test_oversized_fields_are_cut_with_a_note(tmp_path: Path, embedded_settings: Settings) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from assistant.errors import InputError, is_disk_full
+from assistant.errors import InputError, in_words, is_disk_full
 from assistant.ingest.arxiv import ArxivClient, fetch, looks_like_atom, parse_atom
 from assistant.ingest.base import ParseResult
 from assistant.ingest.bibtex import parse_bibtex
@@ -113,22 +114,74 @@ def detect_format(path: Path, text: str) -> str:
     )
 
 
-def read_text(path: Path) -> str:
+_UNDEFINED_IN_1252 = frozenset(b"\x81\x8d\x8f\x90\x9d")
+
+
+def _windows_1252(exc: UnicodeError) -> tuple[str, int]:
+    """Decoding error handler: bytes that are not UTF-8 read as Windows-1252 (as Latin-1 for
+    the five bytes Windows-1252 leaves undefined)."""
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    bad = exc.object[exc.start : exc.end]
+    text = "".join(chr(b) if b in _UNDEFINED_IN_1252 else bytes([b]).decode("cp1252") for b in bad)
+    return text, exc.end
+
+
+codecs.register_error("triage.windows-1252", _windows_1252)
+
+
+def decode(data: bytes) -> tuple[str, list[int]]:
+    """Bytes as text, line by line: UTF-8 where a line is UTF-8, else its stray bytes as
+    Windows-1252, so one stray byte costs no record and a file saved in Windows-1252 keeps its
+    accents. Returns the text (line ends as `\\n`) and the numbers of the lines not all UTF-8."""
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+    others: list[int] = []
     try:
-        return path.read_text(encoding="utf-8-sig")
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        lines = []
+        for number, raw in enumerate(data.splitlines(keepends=True), start=1):
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                others.append(number)
+                lines.append(raw.decode("utf-8", errors="triage.windows-1252"))
+        text = "".join(lines)
+    return text.replace("\r\n", "\n").replace("\r", "\n"), others
+
+
+def _lines_note(numbers: list[int]) -> str:
+    shown = ", ".join(map(str, numbers[:8]))
+    more = f" and {len(numbers) - 8} more" if len(numbers) > 8 else ""
+    label = "line" if len(numbers) == 1 else "lines"
+    return f"{label} {shown}{more}: not UTF-8, read as Windows-1252 (check their accents)"
+
+
+def read_text(path: Path) -> tuple[str, list[str]]:
+    """The text of a file, and notes on how it was read (lines that were not UTF-8)."""
+    try:
+        data = path.read_bytes()
     except FileNotFoundError:
         raise InputError("file not found", path=path) from None
     except IsADirectoryError:
         raise InputError("is a directory, not a file", path=path) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte {exc.start})", path=path) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path=path) from None
+    text, others = decode(data)
+    if not others:
+        return text, []
+    if "\x00" in text:
+        raise InputError(
+            f"not UTF-8 or Windows-1252 text: it holds binary data (a NUL byte at byte {data.index(0)})",
+            path=path,
+        )
+    return text, [f"{path}: {_lines_note(others)}"]
 
 
 def parse_file(path: Path, fmt: str | None = None) -> tuple[str, ParseResult]:
     """Read and parse one file; raises InputError if the file as a whole cannot be read."""
-    text = read_text(path)
+    text, notes = read_text(path)
     if not text.strip():  # whatever its name: an empty export says the same in every format
         raise InputError("the file is empty: there are no papers in it", path=path)
     if fmt is not None and fmt not in PARSERS:
@@ -146,6 +199,7 @@ def parse_file(path: Path, fmt: str | None = None) -> tuple[str, ParseResult]:
             if looks and looks != forced:
                 hint = f": it looks like {looks} (leave out --format, or give --format {looks})"
         raise InputError(f"no papers found in it as {fmt}{hint}", path=path)
+    result.notes[:0] = notes
     return fmt, result
 
 
@@ -169,14 +223,16 @@ def ingest_files(
             report.error = exc
             reports.append(report)
             continue
-        except (RecursionError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        except (RecursionError, ValueError, TypeError, LookupError, AttributeError, ArithmeticError) as exc:
             # A parser tripped on something no check foresaw: this file fails, the rest import.
-            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
-            report.error = InputError(f"could not be read ({reason})", path=path)
+            report.error = InputError(
+                f"could not be read: {in_words(exc)}; no papers were imported from this file", path=path
+            )
             reports.append(report)
             continue
         report.parsed = result.records
         report.skipped = result.errors
+        report.notes += result.notes
         if on_parsed:
             on_parsed(path, len(result.papers))
         if callable(store):

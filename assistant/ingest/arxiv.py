@@ -8,6 +8,7 @@ category queries and submission-date windows (`assistant.feeds.sources`).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import defusedxml.ElementTree as SafeET
 
 from assistant.errors import InputError, TriageError
 from assistant.feeds.http import FetchError, PoliteClient
-from assistant.ingest.base import ParseResult
+from assistant.ingest.base import ParseResult, one_record
 from assistant.ingest.records import RecordError, record_to_paper
 from assistant.models import normalize_arxiv_id
 
@@ -42,11 +43,23 @@ def _text(el: Element | None) -> str:
     return " ".join((el.text or "").split()) if el is not None else ""
 
 
+# A `$...$` span (an escaped `\$` neither opens nor closes one): kept as it is written.
+_MATH = re.compile(r"((?<!\\)\$(?:\\.|[^$\\])+\$)")
+_ESCAPED = re.compile(r"\\([%&_#])")
+
+
+def unescape_latex(text: str) -> str:
+    """arXiv's titles and abstracts are LaTeX-ish: `30\\%`, `\\&`, `\\_`, `\\#` are the characters
+    themselves; inside `$...$` math they stay as written (the exporters write math as it is)."""
+    parts = _MATH.split(text)
+    return "".join(part if i % 2 else _ESCAPED.sub(r"\1", part) for i, part in enumerate(parts))
+
+
 def entry_to_record(entry: Element) -> dict[str, Any]:
     raw_id = _text(entry.find("atom:id", NS))
     record: dict[str, Any] = {
-        "title": _text(entry.find("atom:title", NS)),
-        "abstract": _text(entry.find("atom:summary", NS)),
+        "title": unescape_latex(_text(entry.find("atom:title", NS))),
+        "abstract": unescape_latex(_text(entry.find("atom:summary", NS))),
         "authors": [_text(a.find("atom:name", NS)) for a in entry.findall("atom:author", NS)],
         "arxiv_id": raw_id,
         "url": raw_id or None,
@@ -95,13 +108,11 @@ def parse_atom(path: Path, text: str) -> ParseResult:
     source = f"arxiv:{path.name}"
     for number, entry in enumerate(root.findall("atom:entry", NS), start=1):
         result.records += 1
-        try:
+        with one_record(result, path, record=number) as notes:
             record = entry_to_record(entry)
             if not record.get("arxiv_id") and _text(entry.find("atom:title", NS)) == "Error":
                 raise RecordError(f"the arXiv API returned an error: {record.get('abstract', '')}")
-            result.papers.append(record_to_paper(record, source))
-        except RecordError as exc:
-            result.errors.append(InputError(str(exc), path=path, record=number))
+            result.papers.append(record_to_paper(record, source, notes))
     return result
 
 

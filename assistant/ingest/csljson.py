@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from assistant.ingest.records import plausible_year
+
 _CSL_KEYS = {"issued", "container-title", "citation-key", "URL", "DOI", "title-short", "accessed"}
 
 
@@ -89,7 +91,8 @@ def csl_to_record(item: dict[str, Any]) -> dict[str, Any]:
         record["authors"] = [_display(p) for p in authors or editors]
     parts = _date_parts(item.get("issued"))
     if parts:
-        record["year"] = parts[0]
+        record["year"] = parts[0]  # an implausible one (`[[5]]`) leaves the paper without a year
+    if parts and plausible_year(parts[0]):
         if len(parts) == 3:
             record["date"] = f"{parts[0]:04d}-{parts[1]:02d}-{parts[2]:02d}"
         elif len(parts) == 2:

@@ -11,25 +11,22 @@ from pathlib import Path
 from typing import Any
 
 from assistant.errors import InputError
+from assistant.ingest.base import one_record
 from assistant.ingest.csljson import convert
-from assistant.ingest.records import RecordError, record_to_paper
+from assistant.ingest.records import record_to_paper
 from assistant.ingest.restore import RestoreResult, is_full_record, parse_full_record
 
 _LIST_KEYS = ("papers", "items", "records", "data", "results", "recommendedPapers")
 
 
-def _add(result: RestoreResult, record: Any, source: str) -> None:
-    """Parse one record into `result`; raises RecordError."""
+def _add(result: RestoreResult, record: Any, source: str, notes: list[str]) -> None:
+    """Parse one record into `result`; raises whatever is wrong with it."""
     if is_full_record(record):
         paper, restored = parse_full_record(record)
         result.papers.append(paper)
         result.restored[paper.id] = restored
     else:
-        result.papers.append(record_to_paper(convert([record])[0], source))
-
-
-def _reason(exc: Exception) -> str:
-    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        result.papers.append(record_to_paper(convert([record])[0], source, notes))
 
 
 def _int(digits: str) -> int | str:
@@ -65,10 +62,8 @@ def parse_jsonl(path: Path, text: str) -> RestoreResult:
             where = f" (column {exc.colno})" if exc.pos else ""
             result.errors.append(InputError(f"invalid JSON: {exc.msg}{where}", path=path, line=lineno))
             continue
-        try:
-            _add(result, record, source)
-        except (RecordError, RecursionError) as exc:
-            result.errors.append(InputError(_reason(exc), path=path, line=lineno))
+        with one_record(result, path, line=lineno) as notes:
+            _add(result, record, source, notes)
     return result
 
 
@@ -90,8 +85,6 @@ def parse_json(path: Path, text: str) -> RestoreResult:
     source = f"json:{path.name}"
     for number, record in enumerate(data, start=1):
         result.records += 1
-        try:
-            _add(result, record, source)
-        except (RecordError, RecursionError) as exc:
-            result.errors.append(InputError(_reason(exc), path=path, record=number))
+        with one_record(result, path, record=number) as notes:
+            _add(result, record, source, notes)
     return result

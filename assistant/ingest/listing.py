@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant.errors import InputError
-from assistant.ingest.base import ParseResult
+from assistant.ingest.base import ParseResult, one_record, record_error
 from assistant.ingest.records import RecordError, record_to_paper
 from assistant.models import normalize_title
 
@@ -79,13 +79,19 @@ def _clean(text: str) -> str:
     return re.sub(r"^Subscribe(?=\S)", "", text)
 
 
-def _date(m: re.Match[str], today: date) -> date:
+def _date(m: re.Match[str], today: date) -> date | None:
+    """The header line's date; None for one that is no date (`Feb 30`): no date is stored."""
     month, day = _MONTHS[m["mon"]], int(m["day"])
-    if m["year"]:
-        return date(int(m["year"]), month, day)
-    # No year on the page: the most recent such date not after the import date.
-    candidate = date(today.year, month, day)
-    return candidate if candidate <= today else date(today.year - 1, month, day)
+    try:
+        if m["year"]:
+            return date(int(m["year"]), month, day)
+        # No year on the page: the most recent such date not after the import date.
+        candidate = date(today.year, month, day)
+        return candidate if candidate <= today else date(today.year - 1, month, day)
+    except ValueError:
+        if m["year"] or (month, day) != (2, 29):
+            return None
+        return date(today.year - (today.year % 4 or 4), 2, 29)  # the last leap year's 29 February
 
 
 def split_authors(line: str) -> tuple[list[str], list[str], bool] | None:
@@ -154,19 +160,17 @@ def parse_listing(path: Path, text: str, today: date | None = None) -> ParseResu
     result = ParseResult()
     seen: set[str] = set()
     for line_no, record in records:
-        if isinstance(record, RecordError):
+        if isinstance(record, Exception):
             result.records += 1
-            result.errors.append(InputError(str(record), path=path, line=line_no))
+            result.errors.append(record_error(record, path, line=line_no))
             continue
         key = normalize_title(str(record.get("title", "")))
         if key in seen:  # the same block repeated on the page
             continue
         seen.add(key)
         result.records += 1
-        try:
-            result.papers.append(record_to_paper(record, source))
-        except RecordError as exc:
-            result.errors.append(InputError(str(exc), path=path, line=line_no))
+        with one_record(result, path, line=line_no) as notes:
+            result.papers.append(record_to_paper(record, source, notes))
     if not records:
         raise InputError("no papers found on this listing page", path=path)
     _check_titles(path, records)
@@ -192,37 +196,47 @@ def _profile_blocks(lines: list[_Line], today: date) -> Any:
     for k, start in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(lines)
         block = lines[start + 1 : end]
-        meta = META.match(lines[start].text)
-        assert meta is not None
         if not block:
             yield lines[start].number, RecordError("a paper header line with no title after it")
             continue
-        title, rest = block[0].text, block[1:]
-        authors = split_authors(rest[0].text) if rest else None
-        if authors is not None:
-            rest = rest[1:]
-        else:
-            title, authors = split_glued_title(title)
-        abstract_lines = [ln.text for ln in rest[:1]] + [
-            ln.text for ln in rest[1:] if len(ln.text) >= MIN_ABSTRACT
-        ]
-        record: dict[str, Any] = {
-            "title": title,
-            "abstract": " ".join(abstract_lines),
-            "date": _date(meta, today).isoformat(),
-            "categories": [meta["cat"]],
-        }
-        if authors:
-            record["authors"] = authors[0]
-            if authors[1]:
-                record["affiliations"] = authors[1]
-            if authors[2]:
-                record["authors_truncated"] = True
-        if meta["score"]:
-            record["page_score"] = float(meta["score"])
-        if meta["code"]:
-            record["has_code"] = True
-        yield block[0].number, record
+        try:
+            yield block[0].number, _profile_record(lines[start], block, today)
+        except Exception as exc:  # one block that trips the reader costs that paper only
+            yield block[0].number, exc
+
+
+def _profile_record(header: _Line, block: list[_Line], today: date) -> dict[str, Any]:
+    """The record of one author-profile block: its header line, then title, authors, abstract."""
+    meta = META.match(header.text)
+    assert meta is not None
+    title, rest = block[0].text, block[1:]
+    authors = split_authors(rest[0].text) if rest else None
+    if authors is not None:
+        rest = rest[1:]
+    else:
+        title, authors = split_glued_title(title)
+    abstract_lines = [ln.text for ln in rest[:1]] + [
+        ln.text for ln in rest[1:] if len(ln.text) >= MIN_ABSTRACT
+    ]
+    day = _date(meta, today)
+    record: dict[str, Any] = {
+        "title": title,
+        "abstract": " ".join(abstract_lines),
+        "categories": [meta["cat"]],
+    }
+    if day is not None:
+        record["date"] = day.isoformat()
+    if authors:
+        record["authors"] = authors[0]
+        if authors[1]:
+            record["affiliations"] = authors[1]
+        if authors[2]:
+            record["authors_truncated"] = True
+    if meta["score"]:
+        record["page_score"] = float(meta["score"])
+    if meta["code"]:
+        record["has_code"] = True
+    return record
 
 
 def _search_blocks(lines: list[_Line]) -> Any:
@@ -236,13 +250,21 @@ def _search_blocks(lines: list[_Line]) -> Any:
             and len(nxt.text) >= MIN_ABSTRACT
             and len(line.text) < len(nxt.text)
         ):
-            title, authors = split_glued_title(line.text)
-            record: dict[str, Any] = {"title": title, "abstract": nxt.text}
-            if authors:
-                record["authors"] = authors[0]
-                if authors[1]:
-                    record["affiliations"] = authors[1]
-            yield line.number, record
+            try:
+                yield line.number, _search_record(line.text, nxt.text)
+            except Exception as exc:  # one block that trips the reader costs that paper only
+                yield line.number, exc
             i += 2
             continue
         i += 1
+
+
+def _search_record(title_line: str, abstract: str) -> dict[str, Any]:
+    """The record of one paper-search block: a title line (maybe with the authors glued on)."""
+    title, authors = split_glued_title(title_line)
+    record: dict[str, Any] = {"title": title, "abstract": abstract}
+    if authors:
+        record["authors"] = authors[0]
+        if authors[1]:
+            record["affiliations"] = authors[1]
+    return record

@@ -107,30 +107,62 @@ def _text_list(name: str, value: Any, separators: str | None) -> list[str]:
     return [t for t in (clean_text(p) for p in parts) if t]
 
 
-def _year(value: Any) -> int | None:
+FIRST_YEAR, LAST_YEAR = 1000, 2999
+# A year written as a number, maybe as a spreadsheet's float (`2020.0`), maybe with the rest
+# of a date after it (`2020-05`, `2020/05/03`).
+_YEAR_TEXT = re.compile(r"(\d{1,4})(?:\.0+|[-/.]\d{1,2}(?:[-/.]\d{1,2})?(?:[T ].*)?)?")
+_YEAR_IN_TEXT = re.compile(r"(?<!\d)([12]\d{3})(?!\d)")
+
+
+def plausible_year(year: int) -> bool:
+    """Whether a number can be a paper's year (an unknown or mistyped one cannot: `5`, `20201`)."""
+    return FIRST_YEAR <= year <= LAST_YEAR
+
+
+def _year(value: Any, notes: list[str]) -> int | None:
+    """The year, or None (with a note) for one that is unknown or implausible: the paper is
+    kept without a year. A value that is not text or a number at all is a RecordError."""
     if value is None or value == "":
         return None
-    if isinstance(value, bool):
-        raise RecordError("'year' must be a number")
-    if len(str(value)) > 40:  # also beyond what int() converts
-        raise RecordError(f"'year' must be a year, got a number of {len(str(value).strip())} digits")
-    try:
-        year = int(str(value).strip())
-    except ValueError:
-        raise RecordError(f"'year' must be a number, got {value!r}") from None
-    if not 1000 <= year <= 2999:
-        raise RecordError(f"'year' {year} is out of range")
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        kind = "true/false" if isinstance(value, bool) else type(value).__name__
+        raise RecordError(f"'year' must be a year such as 2021, got {kind}")
+    text = clean_text(str(value))
+    found = _YEAR_TEXT.fullmatch(text)
+    year = int(found.group(1)) if found else None
+    if year is None or not plausible_year(year):
+        shown = repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
+        notes.append(f"'year' {shown} is not a year: stored without a year")
+        return None
     return year
 
 
-def _date(value: Any) -> str | None:
+def _iso_date(text: str) -> str | None:
+    """`2020-05-03` (also with a time after it, or slashes), `2020-05` or `2020`; else None."""
+    head = text[:10].replace("/", "-")
+    if len(text) >= 10:
+        try:
+            day = date.fromisoformat(head)
+        except ValueError:
+            return None
+        return day.isoformat() if plausible_year(day.year) else None
+    parts = re.fullmatch(r"(\d{4})(?:-(\d{2}))?", text)
+    if parts and plausible_year(int(parts.group(1))) and 1 <= int(parts.group(2) or 1) <= 12:
+        return text
+    return None
+
+
+def _date(value: Any, notes: list[str]) -> str | None:
+    """The date as ISO text, or None (with a note) for one that cannot be read: the paper is
+    kept without a date. A value that is not text or a number at all is a RecordError."""
     text = _text("date", value)
     if text is None:
         return None
-    try:
-        return date.fromisoformat(text[:10]).isoformat() if len(text) >= 10 else text
-    except ValueError:
-        raise RecordError(f"'date' must be an ISO date (YYYY-MM-DD), got {text!r}") from None
+    iso = _iso_date(text)
+    if iso is None:
+        shown = repr(text) if len(text) <= 40 else f"{text[:37]!r}..."
+        notes.append(f"'date' {shown} is not a date (YYYY-MM-DD): stored without a date")
+    return iso
 
 
 def _clean_person(person: Person) -> Person | None:
@@ -165,8 +197,10 @@ def _biblio(value: Any) -> Biblio | None:
     )
 
 
-def record_to_paper(record: Any, source: str) -> Paper:
-    """Validate a record and build its Paper; unknown fields are kept in `extra`."""
+def record_to_paper(record: Any, source: str, notes: list[str] | None = None) -> Paper:
+    """Validate a record and build its Paper; unknown fields are kept in `extra`. What the
+    paper is stored without (a year or date that cannot be one) is said in `notes`."""
+    notes = [] if notes is None else notes
     if not isinstance(record, dict):
         raise RecordError(f"expected an object with a 'title', got {type(record).__name__}")
     title = _text("title", record.get("title"))
@@ -188,10 +222,14 @@ def record_to_paper(record: Any, source: str) -> Paper:
     authors = _text_list("authors", record.get("authors"), None)
     if biblio and biblio.authors and not authors:
         authors = [p.display for p in biblio.authors]
-    dt = _date(record.get("date"))
-    year = _year(record.get("year"))
+    dt = _date(record.get("date"), notes)
+    year = _year(record.get("year"), notes)
     if year is None and dt and dt[:4].isdigit():
         year = int(dt[:4])
+    elif year is None and record.get("year") in (None, "") and isinstance(record.get("date"), str):
+        # An unreadable date with a year in it (`May 2020`, `03.05.2020`) still gives the year.
+        found = _YEAR_IN_TEXT.search(record["date"])
+        year = int(found.group(1)) if found and plausible_year(int(found.group(1))) else None
     try:
         return Paper.create(
             title=title,

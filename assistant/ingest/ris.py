@@ -15,8 +15,8 @@ from typing import Any
 import rispy
 
 from assistant.errors import InputError
-from assistant.ingest.base import ParseResult
-from assistant.ingest.records import RecordError, record_to_paper
+from assistant.ingest.base import ParseResult, one_record, record_error
+from assistant.ingest.records import record_to_paper
 from assistant.models import parse_name
 
 _TAG = re.compile(r"^[A-Z][A-Z0-9]  -( |$)")
@@ -201,29 +201,44 @@ def ris_to_record(entry: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if v is not None}
 
 
-def _records(text: str) -> list[tuple[int, str]]:
-    """(first line number, text) of each TY ... ER record."""
-    out: list[tuple[int, str]] = []
+def _records(text: str) -> list[tuple[int, str, str]]:
+    """(first line number, text, how it ends) of each TY ... ER record: "ER", or "TY" when a
+    `TY  -` line begins the next record while it is open (its ER is missing: that costs no
+    other record), or "end" when the file ends inside it."""
+    out: list[tuple[int, str, str]] = []
     current: list[str] = []
     start = 0
+
+    def close(end: str) -> None:
+        if any(ln.strip() for ln in current):
+            out.append((start, "\n".join(current) + "\n", end))
+
     for number, line in enumerate(text.splitlines(), start=1):
         if not current and not line.strip():
             continue
+        if current and line.startswith("TY  -"):
+            close("TY")
+            current = []
         if not current:
             start = number
         current.append(line)
         if _END.match(line):
-            out.append((start, "\n".join(current) + "\n"))
+            close("ER")
             current = []
-    if any(ln.strip() for ln in current):
-        out.append((start, "\n".join(current) + "\n"))
+    close("end")
     return out
+
+
+_UNCLOSED = {
+    "TY": "it has no 'ER  -' line: it was read up to the 'TY  -' line of the next record",
+    "end": "it has no 'ER  -' line: it was read up to the end of the file",
+}
 
 
 def parse_ris(path: Path, text: str) -> ParseResult:
     result = ParseResult()
     source = f"ris:{path.name}"
-    for line, chunk in _records(text):
+    for line, chunk, end in _records(text):
         result.records += 1
         first = chunk.lstrip().splitlines()[0]
         if not first.startswith("TY  -"):
@@ -231,19 +246,18 @@ def parse_ris(path: Path, text: str) -> ParseResult:
                 InputError(f"a record must start with 'TY  -', found {first[:40]!r}", path=path, line=line)
             )
             continue
-        if not _END.match(chunk.rstrip().splitlines()[-1]):
-            result.errors.append(InputError("record is not closed by 'ER  -'", path=path, line=line))
-            continue
+        if end != "ER":  # complete but for its end line
+            chunk += "ER  - \n"
         try:
             entries = rispy.loads(chunk, list_tags=LIST_TAGS)
         except Exception as exc:  # rispy raises plain exceptions on damaged records
-            result.errors.append(InputError(f"unreadable RIS record: {exc}", path=path, line=line))
+            result.errors.append(record_error(exc, path, line=line))
             continue
         for entry in entries:
-            try:
-                result.papers.append(record_to_paper(ris_to_record(entry), source))
-            except RecordError as exc:
-                result.errors.append(InputError(str(exc), path=path, line=line))
+            with one_record(result, path, line=line) as notes:
+                result.papers.append(record_to_paper(ris_to_record(entry), source, notes))
+                if end != "ER":
+                    notes.append(_UNCLOSED[end])
     return result
 
 
