@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,22 @@ from bibtexparser.library import Library
 from bibtexparser.middlewares import RemoveEnclosingMiddleware
 from bibtexparser.middlewares.middleware import LibraryMiddleware
 from bibtexparser.middlewares.names import parse_single_name_into_parts, split_multiple_persons_names
+from bibtexparser.model import DuplicateBlockKeyBlock, DuplicateFieldKeyBlock, Entry, Field
 from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
+from pylatexenc.latexwalker import get_default_latex_context_db as get_default_parsing_context_db
 
-from assistant.errors import InputError
+from assistant.errors import InputError, in_words
 from assistant.ingest.base import ParseResult
+from assistant.ingest.bibmacros import BUILTIN, SILENT, Macro, expand, preamble_macros
 from assistant.ingest.records import RecordError, record_to_paper
 
 # Damaged entries are reported by us, with file and line; the library's own log would repeat them.
 logging.getLogger("bibtexparser").setLevel(logging.CRITICAL)
 _BRACES = re.compile(r"[{}]")
 _UNESCAPED_BRACES = re.compile(r"(?<!\\)[{}]")
+
+
+_KEEP_ARGUMENT = ("texttt", "textsf", "textup", "textmd", "mbox")
 
 
 def _latex_context() -> Any:
@@ -41,12 +48,20 @@ def _latex_context() -> Any:
             MacroTextSpec("textasciicircum", "^"),
             MacroTextSpec("textbraceleft", "{"),
             MacroTextSpec("textbraceright", "}"),
+            # The parser reads these with their argument; the default decoder drops both.
+            *(MacroTextSpec(name, discard=False) for name in _KEEP_ARGUMENT),
         ],
     )
     return db
 
 
 _LATEX = LatexNodes2Text(math_mode="verbatim", latex_context=_latex_context())
+# Macros the decoder reads (the rest are expanded first, or shown as written: bibmacros).
+_KNOWN = frozenset(
+    {spec.macroname for spec in _LATEX.latex_context.iter_macro_specs()}
+    | {spec.macroname for spec in get_default_parsing_context_db().iter_macro_specs()}
+    | SILENT
+)
 # Fields that are prose (decoded from LaTeX); identifiers and URLs are kept verbatim.
 _PROSE = frozenset(
     "title abstract journal journaltitle booktitle publisher keywords series address location "
@@ -129,20 +144,24 @@ _LATEX_MARKUP = re.compile(r"[\\$~]|--|``|''")
 _ESCAPED = re.compile(r"\\([%&#_${}])")
 
 
-def _decode(value: str) -> str:
+def _decode(value: str, macros: Mapping[str, Macro] = BUILTIN) -> str:
+    """A field's LaTeX as text: `macros` (a file's own, the journal macros) expanded, other
+    macros the decoder does not know left visible, never dropped with their arguments glued."""
     # Escaped specials (\% \& ...) are the common case in abstracts; the full LaTeX decoder is
     # slow (milliseconds a field), so it only sees text that still has markup after them.
     if not _LATEX_MARKUP.search(_ESCAPED.sub("", value)):
         return _ESCAPED.sub(r"\1", _UNESCAPED_BRACES.sub("", value))
+    if "\\" in value:
+        value = expand(value, macros, _KNOWN)
     try:
         return str(_LATEX.latex_to_text(value))
     except Exception:  # pylatexenc gives up on some damaged input; keep the raw text then
         return value
 
 
-def _decode_block(value: str) -> str:
+def _decode_block(value: str, macros: Mapping[str, Macro] = BUILTIN) -> str:
     """A decoded prose field whose line breaks matter (a note): each paragraph decoded."""
-    return "\n\n".join(_decode(p) for p in re.split(r"\n\s*\n", value.strip()))
+    return "\n\n".join(_decode(p, macros) for p in re.split(r"\n\s*\n", value.strip()))
 
 
 # An accent command outside braces (`Espa\~na`, `Mu\~{n}oz`, `Ng\^{e}n`): BibTeX's name
@@ -150,7 +169,7 @@ def _decode_block(value: str) -> str:
 _BARE_ACCENT = re.compile(r"(?<!\{)(\\[`'^\"~=.])\s*(\{\\?[A-Za-z]\}|\\[ij](?![A-Za-z]) ?|[A-Za-z])")
 
 
-def person(raw: str) -> dict[str, str] | None:
+def person(raw: str, macros: Mapping[str, Macro] = BUILTIN) -> dict[str, str] | None:
     """One BibTeX name in parts (bibtexparser splits it as BibTeX does); None for `others`."""
     if raw.strip().lower() == "others":
         return None
@@ -158,7 +177,7 @@ def person(raw: str) -> dict[str, str] | None:
     try:
         parts = parse_single_name_into_parts(raw, strict=False)
     except Exception:  # a name bibtexparser cannot split: keep it whole
-        return {"literal": _line(_decode(raw))}
+        return {"literal": _line(_decode(raw, macros))}
     words = [*parts.first, *parts.von, *parts.last, *parts.jr]
     if (
         not parts.first
@@ -169,22 +188,22 @@ def person(raw: str) -> dict[str, str] | None:
         and parts.last[0].endswith("}")
         and " " in parts.last[0].strip("{} ")
     ):
-        return {"literal": _line(_decode(parts.last[0]))}
+        return {"literal": _line(_decode(parts.last[0], macros))}
     if not words:
         return None
     out = {
-        "given": _line(_decode(" ".join(parts.first))),
-        "particle": _line(_decode(" ".join(parts.von))),
-        "family": _line(_decode(" ".join(parts.last))),
-        "suffix": _line(_decode(" ".join(parts.jr))),
+        "given": _line(_decode(" ".join(parts.first), macros)),
+        "particle": _line(_decode(" ".join(parts.von), macros)),
+        "family": _line(_decode(" ".join(parts.last), macros)),
+        "suffix": _line(_decode(" ".join(parts.jr), macros)),
     }
     return {k: v for k, v in out.items() if v}
 
 
-def _people(value: Any) -> tuple[list[dict[str, str]], bool]:
+def _people(value: Any, macros: Mapping[str, Macro] = BUILTIN) -> tuple[list[dict[str, str]], bool]:
     """(the names of a name field, whether it ended in `and others`)."""
     names = value if isinstance(value, list) else split_multiple_persons_names(str(value))
-    people = [person(n) for n in names if n.strip()]
+    people = [person(n, macros) for n in names if n.strip()]
     return [p for p in people if p], any(p is None for p in people)
 
 
@@ -192,10 +211,14 @@ def _display(p: dict[str, str]) -> str:
     return p.get("literal") or " ".join(p[k] for k in ("given", "particle", "family", "suffix") if p.get(k))
 
 
-def entry_to_record(fields: dict[str, Any], key: str, entry_type: str) -> dict[str, Any]:
+def entry_to_record(
+    fields: dict[str, Any], key: str, entry_type: str, macros: Mapping[str, Macro] = BUILTIN
+) -> dict[str, Any]:
+    """One entry's fields as a record; `macros` are the LaTeX macros its file defines (with the
+    journal macros), expanded in prose fields and names."""
     f = {k.lower(): v for k, v in fields.items()}
     kind = entry_type.lower()
-    prose = {k: _decode(str(v)) for k, v in f.items() if k in _PROSE}
+    prose = {k: _decode(str(v), macros) for k, v in f.items() if k in _PROSE}
     record: dict[str, Any] = {"title": _line(prose.get("title", ""))}
     biblio: dict[str, Any] = {
         "type": TYPES.get(kind, "document"),
@@ -208,7 +231,7 @@ def entry_to_record(fields: dict[str, Any], key: str, entry_type: str) -> dict[s
         record["abstract"] = _line(prose["abstract"])
     for role in ("author", "editor"):
         if f.get(role):
-            people, others = _people(f[role])
+            people, others = _people(f[role], macros)
             biblio[f"{role}s"] = people
             if others:
                 source[f"{role}_others"] = True
@@ -227,13 +250,17 @@ def entry_to_record(fields: dict[str, Any], key: str, entry_type: str) -> dict[s
         if len(date) == 7:
             kept["issued"] = date
     month_text = _text(f.get("month", "")).strip().lower()
-    month = _MONTHS.get(month_text[:3]) or (int(month_text) if month_text.isdigit() else None)
+    month = _MONTHS.get(month_text[:3]) or (
+        int(month_text) if re.fullmatch(r"[0-9]{1,2}", month_text) else None
+    )
     if month and 1 <= month <= 12 and "year" in record and "date" not in record:
         record["month"] = month
         kept["issued"] = f"{record['year']}-{month:02d}"
-    venue = f.get("journal") or f.get("journaltitle") or f.get("booktitle")
+    # The first venue field with text once decoded (a macro-only field may decode to nothing).
+    venues = (_line(prose.get(name, "")) for name in ("journal", "journaltitle", "booktitle"))
+    venue = next((v for v in venues if v), "")
     if venue:
-        record["venue"] = _line(prose.get("journal") or prose.get("journaltitle") or prose["booktitle"])
+        record["venue"] = venue
     publisher = prose.get("publisher") or prose.get("institution") or prose.get("school")
     if publisher:
         kept["publisher"] = _line(publisher)
@@ -277,7 +304,7 @@ def entry_to_record(fields: dict[str, Any], key: str, entry_type: str) -> dict[s
         if not f.get(name) or variable in kept:
             continue
         if name in ("note", "annote"):
-            kept[variable] = _decode_block(str(f[name]))
+            kept[variable] = _decode_block(str(f[name]), macros)
         elif name in _PROSE:
             kept[variable] = _line(prose[name])
         else:
@@ -307,8 +334,12 @@ class ResolveStrings(LibraryMiddleware):
     def metadata_key(cls) -> str:
         return "triage_resolve_strings"
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.strings: dict[str, str] = {}  # the file's @string values, for entries read later
+
     def transform(self, library: Library) -> Library:
-        strings: dict[str, str] = {}
+        strings = self.strings
         for block in library.strings:
             strings[block.key.lower()] = self.resolve(str(block.value), strings, braced=False)
             block.value = strings[block.key.lower()]
@@ -373,35 +404,174 @@ def _concatenated(value: str) -> list[tuple[str, str]] | None:
     return parts or None
 
 
+# Fields an entry does not take from its `crossref` parent or `xdata` (biblatex's rules).
+_NOT_INHERITED = frozenset(
+    "ids crossref xref xdata entryset entrysubtype execute label options presort related relatedoptions "
+    "relatedstring relatedtype shorthand shorthandintro sortkey".split()
+)
+_BOOK_PARTS = {
+    "book": ("inbook", "bookinbook", "suppbook"),
+    "collection": ("incollection", "inreference", "suppcollection"),
+    "reference": ("incollection", "inreference", "suppcollection"),
+    "proceedings": ("inproceedings",),
+}
+
+
+def _renamed(parent_kind: str, child_kind: str) -> dict[str, str | None]:
+    """How a parent's title fields arrive in its child, as biber does it (None: not at all)."""
+    child_kind = "inproceedings" if child_kind == "conference" else child_kind
+    if parent_kind.startswith("mv"):
+        target = "main"
+    elif child_kind in _BOOK_PARTS.get(parent_kind, ()):
+        target = "book"
+    elif parent_kind == "periodical" and child_kind in ("article", "suppperiodical"):
+        target = "journal"
+    else:
+        return {}
+    return {
+        "title": f"{target}title",
+        "subtitle": f"{target}subtitle",
+        "titleaddon": f"{target}titleaddon",
+        "shorttitle": None,
+        "sorttitle": None,
+        "indextitle": None,
+        "indexsorttitle": None,
+    }
+
+
+def _inherit(child: dict[str, Any], parent: dict[str, Any], renamed: dict[str, str | None]) -> None:
+    """Fill `child`'s missing fields from `parent` (field names lower case). A field the parent
+    names itself (a BibTeX-style `booktitle` on a `@proceedings`) comes before a renamed one."""
+    dated = "date" in child or "year" in child
+    for name in sorted(parent, key=lambda n: n in renamed):
+        value, target = parent[name], renamed.get(name, name)
+        if target is None or target in _NOT_INHERITED or target in child:
+            continue
+        if dated and target in ("date", "year", "month"):
+            continue  # a child's own date is not mixed with its parent's
+        child[target] = value
+
+
+class _Entries:
+    """The entries of a file with what they inherit: `xdata` first, then `crossref` (as biber:
+    an `@inproceedings` without a booktitle takes its `@proceedings`' title, year, publisher,
+    editor). `xref` names a parent but passes nothing on."""
+
+    def __init__(self, entries: list[Entry]) -> None:
+        self.entries = entries
+        self.raw = [{k.lower(): f.value for k, f in e.fields_dict.items()} for e in entries]
+        self.keys: dict[str, int] = {}  # a key named twice: the first entry is the parent (BibTeX)
+        self.folded: dict[str, int] = {}
+        for i, entry in enumerate(entries):
+            self.keys.setdefault(entry.key, i)
+            self.folded.setdefault(entry.key.lower(), i)
+        self.done: dict[int, dict[str, Any]] = {}
+
+    def _index(self, key: str) -> int | None:
+        key = key.strip()
+        return self.keys.get(key, self.folded.get(key.lower())) if key else None
+
+    def fields(self, i: int, seen: frozenset[int] = frozenset()) -> dict[str, Any]:
+        """The fields of the `i`th entry with what it inherits (names lower case)."""
+        if i in self.done:
+            return self.done[i]
+        fields = dict(self.raw[i])
+        seen = seen | {i}
+        for ref in str(fields.get("xdata", "")).split(","):
+            source = self._index(ref)
+            if source is not None and source not in seen:
+                _inherit(fields, self.fields(source, seen), {})
+        parent = self._index(str(fields.get("crossref", "")))
+        if parent is not None and parent not in seen:
+            kinds = self.entries[parent].entry_type.lower(), self.entries[i].entry_type.lower()
+            _inherit(fields, self.fields(parent, seen), _renamed(*kinds))
+        self.done[i] = fields
+        return fields
+
+
+def _recovered(block: Any, strings: dict[str, str], notes: list[str]) -> Entry | None:
+    """The entry of a block bibtexparser refused for a repeated key or field (BibTeX reads
+    both: a repeated field keeps its first value), with the file's @strings applied."""
+    if not isinstance(block, DuplicateBlockKeyBlock | DuplicateFieldKeyBlock):
+        return None
+    entry = block.ignore_error_block
+    if not isinstance(entry, Entry):
+        return None
+    if isinstance(block, DuplicateBlockKeyBlock):
+        notes.append(f"{_label(entry)}: an earlier entry has the same key: both are imported")
+    first: dict[str, Field] = {}
+    for field in entry.fields:
+        if field.key.lower() in first:
+            kept = first[field.key.lower()]
+            notes.append(
+                f"{_label(entry)}: '{field.key}' is given twice ({_text(kept.value)!r} and "
+                f"{_text(field.value)!r}): the first is kept, as BibTeX does"
+            )
+            continue
+        first[field.key.lower()] = field
+        if isinstance(field.value, str):
+            field.value = ResolveStrings.resolve(field.value, strings, braced=True)
+    recovered = Entry(entry.entry_type, entry.key, list(first.values()), entry.start_line, entry.raw)
+    return RemoveEnclosingMiddleware().transform_entry(recovered, Library())
+
+
+def _label(entry: Entry) -> str:
+    return f"@{entry.entry_type}{{{entry.key}}}"
+
+
+def _line_of(block: Any) -> int | None:
+    line = getattr(block, "start_line", None)
+    return line + 1 if isinstance(line, int) else None
+
+
 def parse_bibtex(path: Path, text: str) -> ParseResult:
+    resolver = ResolveStrings()
     try:
         library = bibtexparser.parse_string(  # type: ignore[attr-defined]
-            text, parse_stack=[ResolveStrings(), RemoveEnclosingMiddleware()]
+            text, parse_stack=[resolver, RemoveEnclosingMiddleware()]
         )
     except Exception as exc:  # bibtexparser raises assorted errors on damaged input
         raise InputError(f"not readable as BibTeX: {exc}", path=path) from None
     result = ParseResult()
     source = f"bibtex:{path.name}"
+    macros: dict[str, Macro] = dict(BUILTIN)
+    for preamble in library.preambles:
+        parts = _concatenated(str(preamble.value))
+        macros.update(preamble_macros("".join(p for _, p in parts) if parts else str(preamble.value)))
+    entries = list(library.entries)
     for block in library.failed_blocks:
+        notes: list[str] = []
+        entry = _recovered(block, resolver.strings, notes)
+        if entry is not None:
+            entries.append(entry)
+            where = InputError("", path=path, line=_line_of(block)).location_text()
+            result.notes.extend(f"{where}{note}" for note in notes)
+            continue
         result.records += 1
-        line = getattr(block, "start_line", None)
         error = getattr(block, "error", None)
-        reason = str(getattr(error, "abort_reason", "") or error or "").strip() or type(error).__name__
+        reason = str(getattr(error, "abort_reason", "") or error or "").strip() or "its syntax is damaged"
         result.errors.append(
-            InputError(
-                f"unreadable BibTeX entry: {reason}", path=path, line=line + 1 if line is not None else None
-            )
+            InputError(f"unreadable BibTeX entry: {reason}", path=path, line=_line_of(block))
         )
-    for entry in library.entries:
+    entries.sort(key=lambda e: e.start_line if e.start_line is not None else -1)
+    resolved = _Entries(entries)
+    for i, entry in enumerate(entries):
+        if entry.entry_type.lower() in ("set", "xdata"):
+            continue  # biblatex groups and shared data: not papers (their members are)
         result.records += 1
-        line = entry.start_line + 1 if entry.start_line is not None else None
-        fields = {name: field.value for name, field in entry.fields_dict.items()}
+        line = _line_of(entry)
         try:
-            result.papers.append(
-                record_to_paper(entry_to_record(fields, entry.key, entry.entry_type), source)
-            )
+            fields = resolved.fields(i)
+            record = entry_to_record(fields, entry.key, entry.entry_type, macros)
+            result.papers.append(record_to_paper(record, source))
         except RecordError as exc:
+            result.errors.append(InputError(f"{_label(entry)}: {exc}", path=path, line=line))
+        except Exception as exc:  # one entry's surprise costs that entry, not the file
             result.errors.append(
-                InputError(f"@{entry.entry_type}{{{entry.key}}}: {exc}", path=path, line=line)
+                InputError(
+                    f"{_label(entry)}: could not be read: {in_words(exc)}; the other entries were imported",
+                    path=path,
+                    line=line,
+                )
             )
     return result
