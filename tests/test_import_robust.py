@@ -356,3 +356,33 @@ def test_arxiv_escapes_are_stored_as_the_characters_and_math_is_kept(tmp_path: P
     (paper,) = parse_file(path)[1].papers
     assert paper.title == "Q&A at 30% with snake_case and #tags"
     assert paper.abstract == r"We gain 30% (and $25\%$ in math, $x_1$) on R&D _ # tasks."
+
+
+def test_crossref_shaped_csl_items_import_and_export_as_csl(tmp_path: Path) -> None:
+    """Manubot's and Crossref's CSL-JSON give text variables as lists (`"container-title":
+    ["Nature"]`, `"subtitle": []`); pandoc refuses a list there, so the export must not repeat it."""
+    from assistant.export import render
+    from assistant.export.common import ExportContext
+    from assistant.models import StoredPaper
+
+    item = {
+        "id": "x",
+        "type": "article-journal",
+        "title": ["Deep learning for tabular data"],
+        "container-title": ["Journal of Tables"],
+        "short-container-title": [],
+        "subtitle": [],
+        "original-title": [],
+        "author": [{"family": "Rao", "given": "Mina"}],
+        "issued": {"date-parts": [[2021, 3]]},
+        "DOI": "10.1000/tables.1",
+    }
+    path = tmp_path / "refs.json"
+    path.write_text(json.dumps([item]), encoding="utf-8")
+    _, result = parse_file(path)
+    assert not result.errors
+    (paper,) = result.papers
+    assert paper.title == "Deep learning for tabular data" and paper.venue == "Journal of Tables"
+    (out,) = json.loads(render("csl-json", [StoredPaper(paper=paper)], ExportContext()))
+    assert out["container-title"] == "Journal of Tables"
+    assert not [k for k, v in out.items() if isinstance(v, list) and k not in ("author", "editor")]

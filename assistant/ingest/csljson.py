@@ -71,7 +71,23 @@ def plain(value: Any) -> Any:
     return _MARKUP.sub("", value) if isinstance(value, str) else value
 
 
+def _crossref_lists(item: dict[str, Any]) -> dict[str, Any]:
+    """Crossref's JSON (and Manubot's items taken from it) gives text variables as lists
+    (`"container-title": ["Nature"]`, `"subtitle": []`): CSL-JSON has one text there, the first;
+    an empty list is no value. Lists of names stay as they are."""
+    out: dict[str, Any] = {}
+    for key, value in item.items():
+        if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+            texts = [str(v) for v in value if str(v).strip()]
+            if not texts:
+                continue
+            value = texts[0] if key != "keyword" else ", ".join(texts)
+        out[key] = value
+    return out
+
+
 def csl_to_record(item: dict[str, Any]) -> dict[str, Any]:
+    item = _crossref_lists(item)
     record: dict[str, Any] = {"title": plain(item.get("title"))}
     biblio: dict[str, Any] = {
         "type": str(item.get("type") or "document"),
