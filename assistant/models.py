@@ -142,6 +142,46 @@ def paper_id_for(*, arxiv_id: str | None = None, doi: str | None = None, title: 
     return f"title:{digest}"
 
 
+def variant_id(paper: Paper) -> str:
+    """The id of a paper whose own id another work holds (a conference paper and its journal
+    version share a title, and so a title hash): the title hash with a disambiguator made of what
+    tells the two apart (citation key, year, item type). The same record always gets the same
+    one, so a re-import finds the same papers again."""
+    kind = (paper.biblio.type if paper.biblio else "") or str(paper.extra.get("entry_type") or "")
+    tell = "|".join([*citekeys(paper), str(paper.year or ""), kind, paper.doi or "", paper.arxiv_id or ""])
+    return f"{paper_id_for(title=paper.title)}-{hashlib.sha256(tell.encode('utf-8')).hexdigest()[:8]}"
+
+
+def record_keys(paper: Paper) -> list[tuple[str, str]]:
+    """The citation keys a paper had in the files it came from, with the file (source) of each:
+    every record merged into it keeps its key (`extra["citekeys"]`, written once a second key
+    joins); a record of one file has its `citekey` from its first source."""
+    listed = paper.extra.get("citekeys")
+    if isinstance(listed, list):
+        pairs = [
+            (str(p[0]), str(p[1])) for p in listed if isinstance(p, list | tuple) and len(p) == 2 and p[1]
+        ]
+        if pairs:
+            return pairs
+    key = str(paper.extra.get("citekey") or "")
+    return [(paper.sources[0] if paper.sources else "", key)] if key else []
+
+
+def citekeys(paper: Paper) -> list[str]:
+    """The paper's citation keys, its own (`citekey`) first."""
+    return list(dict.fromkeys(k for _, k in record_keys(paper)))
+
+
+def _with_keys(paper: Paper, pairs: list[tuple[str, str]]) -> Paper:
+    """The paper carrying these citation keys: listed in `extra["citekeys"]` only when its own
+    `citekey` and first source do not already say them all (a record of one file stays as it came)."""
+    bare = paper.model_copy(update={"extra": {k: v for k, v in paper.extra.items() if k != "citekeys"}})
+    if not pairs or pairs == record_keys(bare):
+        return bare
+    extra = {"citekey": pairs[0][1], **bare.extra, "citekeys": [list(p) for p in pairs]}
+    return paper.model_copy(update={"extra": extra})
+
+
 _PARTICLES = frozenset(
     "van von der den de del della dei degli di da dal dos das do du la le les lo ter ten zu zur af av "
     "bin ibn al el st. saint".split()
@@ -200,7 +240,8 @@ def parse_name(name: str) -> Person:
             suffix = parts.pop()
         elif len(parts) >= 3 and _SUFFIX.match(parts[1]):
             suffix = parts.pop(1)
-        elif len(parts) == 2 and _SUFFIX.match(parts[1]):  # `John Smith, Jr.`
+        elif len(parts) == 2 and _SUFFIX.match(parts[1]) and len(parts[0].split()) > 1:
+            # `John Smith, Jr.`; but `Krane, V` (Web of Science, MEDLINE) is a family and an initial
             person = parse_name(parts[0])
             return person.model_copy(update={"suffix": parts[1]})
         if len(parts) == 2:
@@ -376,7 +417,7 @@ class Paper(BaseModel):
         biblio = first.biblio or second.biblio
         if first.biblio and second.biblio:
             biblio = first.biblio.merged_with(second.biblio)
-        return Paper(
+        merged = Paper(
             id=self.id,
             title=fuller(self.title, other.title),
             abstract=fuller(self.abstract, other.abstract),
@@ -392,6 +433,9 @@ class Paper(BaseModel):
             extra={**other.extra, **self.extra},
             biblio=biblio,
         )
+        # Every record's citation key stays (a document may cite the paper by any of them).
+        keys = list(dict.fromkeys([*record_keys(self), *record_keys(other)]))
+        return _with_keys(merged, keys) if keys or "citekeys" in merged.extra else merged
 
 
 class TopicScore(BaseModel):

@@ -43,8 +43,10 @@ from assistant.models import (
     Paper,
     Status,
     StoredPaper,
+    citekeys,
     normalize_title,
     now_utc,
+    variant_id,
 )
 
 PAGE_SIZE = 1000
@@ -265,16 +267,38 @@ def _merge_log(
     records: list[tuple[Paper, str | None]],
 ) -> MergeLog | None:
     """The paper's merge log with these records added (None if no record of another identity
-    was merged into it). The base is the paper as it was before its first logged merge."""
-    others = [(r, how) for r, how in records if r.id != pid and how]
+    was merged into it). The base is the paper as it was before its first logged merge.
+
+    A record of another identity has another id, or (merged by the paper's own id: the same
+    DOI) a citation key other than the paper's: it is logged under an id of its own
+    (`variant_id`), which it takes if it is split off. A record logged before is not logged
+    again."""
+    log = _read_log(meta)
+    if stored is not None:
+        known = set(citekeys(stored))
+    else:
+        known = {k for r, how in records if not how for k in citekeys(r)}
+    logged = {e.record.id for e in log.entries} if log else set()
+    others: list[tuple[Paper, str]] = []
+    own: list[Paper] = []
+    for r, how in records:
+        keys = [k for k in citekeys(r) if k not in known]
+        if r.id == pid and how and keys and known:  # the paper has a key already: another one
+            r = r.model_copy(update={"id": variant_id(r)})
+            how = f"{how}, another citation key ({', '.join(keys)})"
+        if r.id == pid or not how:
+            own.append(r)
+        elif r.id not in logged:
+            others.append((r, how))
+            logged.add(r.id)
+        known.update(keys)
     if not others:
         return None
-    log = _read_log(meta)
     if log is None:
         if stored is not None:
             base = stored
         else:  # new in this batch: its own record(s) are the base
-            own = [r for r, _ in records if r.id == pid] or [others.pop(0)[0].model_copy(update={"id": pid})]
+            own = [r for r in own if r.id == pid] or [others.pop(0)[0].model_copy(update={"id": pid})]
             base = own[0]
             for r in own[1:]:
                 base = base.merged_with(r)
@@ -726,6 +750,16 @@ class Store:
         self, ids: Sequence[str], arxiv_ids: Sequence[str], dois: Sequence[str], keys: Sequence[str]
     ) -> list[tuple[str, str | None, str | None, str]]:
         """(id, arxiv_id, doi, title_key) of stored papers that may be one of these, by indexed lookups."""
+        return [
+            (p.id, p.arxiv_id, p.doi, normalize_title(p.title))
+            for p in self.find_candidates(ids, arxiv_ids, dois, keys)
+        ]
+
+    def find_candidates(
+        self, ids: Sequence[str], arxiv_ids: Sequence[str], dois: Sequence[str], keys: Sequence[str]
+    ) -> list[Paper]:
+        """Stored papers (without their abstracts) that may be one of these: those with these
+        ids, arXiv ids, DOIs, normalised titles or title blocks, by indexed lookups."""
         blocks = sorted({b for key in keys for b in title_keys(key)})
         queries: list[Where] = []
         for field_name, values in (
@@ -738,14 +772,13 @@ class Store:
             unique = sorted(set(values))
             for start in range(0, len(unique), 500):
                 queries.append({field_name: {"$in": unique[start : start + 500]}})
-        found: dict[str, tuple[str, str | None, str | None, str]] = {}
+        found: dict[str, Paper] = {}
         results = [self.collection.get(ids=list(dict.fromkeys(ids)), include=["metadatas"])] if ids else []
         results += [self.collection.get(where=q, include=["metadatas"]) for q in queries]
         for res in results:
             for pid, meta in zip(res["ids"], res["metadatas"] or [], strict=True):
-                m = dict(meta or {})
-                key = str(m.get("title_key") or normalize_title(str(m.get("title") or "")))
-                found[pid] = (pid, _opt(m.get("arxiv_id")), _opt(m.get("doi")), key)
+                if pid not in found:
+                    found[pid] = _paper_from(pid, None, dict(meta or {}))
         return list(found.values())
 
     def resolve_ids(self, ids: Sequence[str]) -> list[str]:
@@ -1156,7 +1189,3 @@ def _forget_client(path: Path) -> None:
 
 def _chroma_settings() -> ChromaSettings:
     return ChromaSettings(anonymized_telemetry=False)
-
-
-def _opt(value: Any) -> str | None:
-    return str(value) if value else None

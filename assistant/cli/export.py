@@ -63,7 +63,10 @@ def emit(text: str, output: Path | None, count: int, what: str) -> None:
     help="Export papers (a reading list or any filtered set) as BibTeX, RIS, CSL-JSON, CSV, JSONL, Markdown "
     "or HTML.\n\nFilters combine: every one given must hold. Papers come most relevant first (with --topic, "
     "best on that topic first; with --query, nearest first). 'triage ingest' of a jsonl export restores "
-    "papers, assessments, decisions and lists."
+    "papers, assessments, decisions and lists.\n\nLaTeX engines: -f bib is for bibtex or biber with pdflatex "
+    "(ASCII, accents as LaTeX); -f biblatex is for biber with pdflatex, xelatex or lualatex (UTF-8 where "
+    "pdflatex knows the letter, LaTeX macros such as \\ensuremath{\\lambda} for Greek and math symbols). "
+    "Math in titles, venues and abstracts stays LaTeX math in both; the other formats give it as text."
 )
 @user_errors
 def export(
@@ -116,7 +119,8 @@ def export(
             "--format",
             "-f",
             help=f"{_FORMAT_HELP}. Default: from -o's extension (-o refs.bib writes bib, which bibtex "
-            "and biber both read; add -f biblatex for the UTF-8 one).",
+            "and biber both read with pdflatex; add -f biblatex for the UTF-8 one, for biber with pdflatex, "
+            "xelatex or lualatex).",
             show_default=False,
         ),
     ] = None,

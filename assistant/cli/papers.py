@@ -52,7 +52,7 @@ def print_ingest(reports: list[FileReport]) -> None:
             err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
         if len(report.notes) > NOTES_SHOWN:
             more = len(report.notes) - NOTES_SHOWN
-            err_console.print(f"[yellow]note:[/yellow] and {more} more fields cut to size")
+            err_console.print(f"[yellow]note:[/yellow] and {more} more notes on {report.path}")
 
 
 @app.command()
@@ -96,7 +96,8 @@ def ingest(
         ),
     ] = False,
 ) -> None:
-    """Import papers into the store; each paper is kept once (same arXiv id, DOI or title merge)."""
+    """Import papers into the store; each work is kept once (same arXiv id, DOI, or title unless
+    key, type or year say they are two works)."""
     from assistant.ingest import ingest_arxiv, record_import
     from assistant.ingest.arxiv import ArxivClient
 

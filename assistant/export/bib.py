@@ -1,12 +1,14 @@
 """BibTeX (read by BibTeX, biber, Zotero, JabRef): written with bibtexparser, escaped by `latex`.
 
 Two dialects of one entry:
-- `bib` (BibTeX): non-ASCII letters as LaTeX accents that classic BibTeX handles (it counts
-  bytes, so UTF-8 names break its sorting and initials) and biber decodes back to the same
-  characters (`í` is `{\\'i}`);
-- `biblatex` (biber): the same fields in UTF-8, which biber reads natively and pdflatex prints
-  (biber writes UTF-8 to the .bbl whichever way the .bib spelled a letter), with biblatex's
-  types for web pages, data sets and software and the full `date`.
+- `bib` (for bibtex or biber, with pdflatex): non-ASCII letters as LaTeX accents that classic
+  BibTeX handles (it counts bytes, so UTF-8 names break its sorting and initials) and biber
+  decodes back to the same characters (`í` is `{\\'i}`);
+- `biblatex` (for biber, with pdflatex, xelatex or lualatex): the same fields in UTF-8, which
+  biber reads natively (it writes UTF-8 to the .bbl whichever way the .bib spelled a letter),
+  with biblatex's types for web pages, data sets and software and the full `date`. A character
+  pdflatex's utf8 input does not know with T1 fonts (Greek, math symbols: `λ`) is a LaTeX macro
+  (`\\ensuremath{\\lambda}`) here too, so the file compiles with pdflatex as well.
 
 Every field value is brace-balanced whatever the text, math (`$...$`) stays math, words with
 inner capitals are brace-protected (`{BERT}`), and a title that came from a .bib is written as
@@ -42,7 +44,7 @@ from assistant.export.common import (
     venue,
 )
 from assistant.export.keys import citation_keys
-from assistant.models import Paper, Person, StoredPaper, clean_text
+from assistant.models import Paper, Person, StoredPaper, citekeys, clean_text
 
 _INNER_CAPITAL = re.compile(r"[^\W\d_][^\s-]*?[A-Z]")  # a capital after the first letter of a part
 _ARXIV_CATEGORY = re.compile(r"^[a-z][a-z-]*(\.[A-Za-z-]+)?$")
@@ -117,6 +119,40 @@ _BOOKKEEPING = frozenset(
     "bibsource interhash intrahash ranking readstatus priority qualityassured".split()
 )
 _DECODE = LatexNodes2Text(math_mode="verbatim")
+
+
+# ISO 639-1 codes -> the language names biblatex localises (and prints as such otherwise).
+_LANGUAGES = {
+    "en": "english",
+    "de": "german",
+    "fr": "french",
+    "es": "spanish",
+    "it": "italian",
+    "nl": "dutch",
+    "pt": "portuguese",
+    "ru": "russian",
+    "pl": "polish",
+    "sv": "swedish",
+    "da": "danish",
+    "fi": "finnish",
+    "nb": "norwegian",
+    "no": "norwegian",
+    "cs": "czech",
+    "el": "greek",
+    "tr": "turkish",
+    "ja": "japanese",
+    "zh": "chinese",
+}
+_LANGUAGE_CODE = re.compile(r"^([a-z]{2,3})(?:[-_][A-Za-z0-9]{2,8})*$")
+
+
+def language(value: str) -> str:
+    """A language as biblatex reads it: Zotero and RIS give codes (`en`, `en_AU`, `en-GB`), and
+    an underscore in the field stops pdflatex inside biblatex's language lookup."""
+    code = _LANGUAGE_CODE.match(value.strip())
+    if code is None:
+        return value
+    return _LANGUAGES.get(code.group(1), value.strip().replace("_", "-"))
 
 
 def escape(text: str, utf8: bool = False) -> str:
@@ -201,10 +237,11 @@ def primary_class(paper: Paper) -> str | None:
 
 def _source_title(paper: Paper, utf8: bool) -> str | None:
     """The title as the source .bib spelled it, if it still reads as the paper's title and is
-    safe to write back: for classic BibTeX (not `utf8`), only in ASCII, since a source written
-    in UTF-8 (`Ελληνικά`) would stop pdflatex where the escaped title compiles."""
+    safe to write back: for classic BibTeX (not `utf8`), only in ASCII; for biber, only in the
+    UTF-8 pdflatex knows, since a source written in UTF-8 (`Ελληνικά`, `λ`) would stop pdflatex
+    where the escaped title compiles."""
     raw = paper.biblio.source_fields.get("title") if paper.biblio else None
-    if not isinstance(raw, str) or (not utf8 and not raw.isascii()):
+    if not isinstance(raw, str) or not (raw.isascii() or (utf8 and latex.pdflatex_utf8(raw))):
         return None
     raw = latex.dotted_i(raw)
     if not latex.safe_raw(raw):
@@ -238,7 +275,7 @@ def _pages(value: str, utf8: bool) -> str:
     return "--".join(escape(part, utf8) for part in re.split(r"\s*[-‐‑‒–—]+\s*", value.strip()))
 
 
-def entry(item: StoredPaper, key: str, dialect: str = "bib") -> Entry:
+def entry(item: StoredPaper, key: str, dialect: str = "bib", aliases: Sequence[str] = ()) -> Entry:
     p = item.paper
     utf8 = dialect == "biblatex"
     kind, venue_field = entry_type(p, dialect)
@@ -274,6 +311,8 @@ def entry(item: StoredPaper, key: str, dialect: str = "bib") -> Entry:
         fields.append(Field("pages", _pages(page, utf8)))
     for variable, name in _FIELDS.items():
         value = biblio_field(p, variable)
+        if value and name == "language":
+            value = language(value)
         if value and not any(f.key == name for f in fields):
             fields.append(Field(name, escape(value, utf8)))
     note = biblio_field(p, "note")
@@ -308,12 +347,14 @@ def entry(item: StoredPaper, key: str, dialect: str = "bib") -> Entry:
         fields.append(Field("annote", _block(annote, utf8)))
     if not people:
         fields.append(Field("key", escape(_sort_key(p, eds), utf8)))
+    if aliases:  # biblatex's other keys of the entry (classic BibTeX ignores the field)
+        fields.append(Field("ids", ", ".join(aliases)))
     written = {f.key.lower() for f in fields}
     for name, value in source.items():
         if (
             isinstance(value, str)
             and name not in written
-            and name not in ("title", "annote", "annotation", "key", "eprinttype", "archiveprefix")
+            and name not in ("title", "annote", "annotation", "key", "eprinttype", "archiveprefix", "ids")
         ):
             fields.append(Field(name, _raw(value, utf8, bookkeeping=name in _BOOKKEEPING)))
     return Entry(kind, key, fields)
@@ -327,9 +368,11 @@ def _decode_raw(raw: str) -> str:
 
 
 def _raw(value: str, utf8: bool, bookkeeping: bool = False) -> str:
-    """A field as the source .bib wrote it, if that is safe to write back; else its text."""
+    """A field as the source .bib wrote it, if that is safe to write back (and printed, in
+    characters pdflatex knows); else its text."""
     value = latex.dotted_i(value)
-    if latex.balanced(value) and "\n\n" not in value and (bookkeeping or latex.safe_raw(value)):
+    printable = latex.safe_raw(value) and latex.pdflatex_utf8(value)
+    if latex.balanced(value) and "\n\n" not in value and (bookkeeping or printable):
         return value
     return escape(_decode_raw(value), utf8)
 
@@ -348,17 +391,43 @@ def _sort_key(paper: Paper, eds: list[Person]) -> str:
     return " ".join(words[:3])
 
 
+_ALIAS = re.compile(r"^[^\s,{}\"#%'()=\\~]{1,100}$")  # a key biber, BibTeX and CSL all read
+
+
+def aliases(items: Sequence[StoredPaper], keys: dict[str, str]) -> dict[str, list[str]]:
+    """Paper id -> its other citation keys (records merged into it, the source's own `ids`):
+    written as `ids` so that a document citing a merged record's key still finds the paper.
+    A key that is another entry's key, or another entry's alias already, is left out."""
+    taken = {k.casefold() for k in keys.values()}
+    out: dict[str, list[str]] = {}
+    for item in items:
+        p = item.paper
+        source = p.biblio.source_fields.get("ids") if p.biblio else None
+        given = [k.strip() for k in source.split(",")] if isinstance(source, str) else []
+        mine = []
+        for alias in [*citekeys(p), *given]:
+            if _ALIAS.match(alias) and alias.casefold() not in taken:
+                taken.add(alias.casefold())
+                mine.append(alias)
+        if mine:
+            out[p.id] = mine
+    return out
+
+
 def render(items: Sequence[StoredPaper], dialect: str) -> str:
     keys = citation_keys([i.paper for i in items])
+    other = aliases(items, keys)
     library = Library()
     for item in items:
-        library.add(entry(item, keys[item.paper.id], dialect))
+        library.add(entry(item, keys[item.paper.id], dialect, other.get(item.paper.id, ())))
     return str(bibtexparser.write_string(library))  # type: ignore[attr-defined]
 
 
 def write(items: Sequence[StoredPaper], context: ExportContext) -> str:
+    """BibTeX in ASCII, for bibtex or biber with pdflatex."""
     return render(items, "bib")
 
 
 def write_biblatex(items: Sequence[StoredPaper], context: ExportContext) -> str:
+    """biblatex in UTF-8, for biber with pdflatex, xelatex or lualatex."""
     return render(items, "biblatex")

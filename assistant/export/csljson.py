@@ -6,8 +6,11 @@ had (page, volume, issue, ISSN, ISBN, publisher, short DOIs...). The venue is th
 `container-title` only of types that have a container; a book's, report's or thesis's venue is
 its publisher. arXiv preprints are written as Zotero writes them: type `article`, publisher
 `arXiv`, number `arXiv:ID` (never on a journal or conference item, where styles would print
-"Article arXiv:..."). Math is given as readable text (`H₂O`). The item id is the citation key,
-as in the BibTeX export.
+"Article arXiv:..."). Prose is given as text (see `latex`): math readable (`H₂O`), `30\\%` as
+`30%`; titles (the item's, its container's, series' and event's) in CSL's rich text, a script
+Unicode lacks as `<sup>` (`19<sup>th</sup>`), emphasis as `<i>`, a word with math kept from
+title-casing; the abstract, note and publisher as plain text, which Zotero keeps them as. The
+item id is the citation key, as in the BibTeX export.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from assistant.export.common import (
     venue,
 )
 from assistant.export.keys import citation_keys
-from assistant.export.latex import readable, readable_title
+from assistant.export.latex import readable, readable_title, rich
 from assistant.models import Person, StoredPaper, parse_name
 
 _DATES = frozenset({"accessed", "available-date", "event-date", "issued", "original-date", "submitted"})
@@ -56,6 +59,14 @@ def _date(value: str) -> dict[str, Any] | None:
     return {"date-parts": [parts]} if parts and len(str(parts[0])) == 4 else None
 
 
+def _prose(name: str, value: str) -> str:
+    """A field's text: a title (`collection-title`, `event-title`...) as rich text, a note with
+    its line breaks, anything else on one line as plain text."""
+    if name == "note":
+        return "\n".join(readable(line) for line in note_lines(value).split("\n"))
+    return rich(value) if name.endswith(("title", "title-short")) else readable(value)
+
+
 def item(entry: StoredPaper, key: str) -> dict[str, Any]:
     p = entry.paper
     biblio = p.biblio
@@ -76,7 +87,7 @@ def item(entry: StoredPaper, key: str) -> dict[str, Any]:
     place = venue(p)
     publisher = fields.get("publisher")
     if place and kind in CONTAINER_TYPES:
-        out["container-title"] = readable(place)
+        out["container-title"] = rich(place)
     elif place and not publisher and kind != "article":
         publisher = place
     if p.arxiv_id and kind == "article":
@@ -85,7 +96,7 @@ def item(entry: StoredPaper, key: str) -> dict[str, Any]:
     elif fields.get("number"):
         out["number"] = fields["number"]
     if publisher:
-        out["publisher"] = publisher
+        out["publisher"] = readable(publisher)
     doi = p.doi or fields.get("DOI")
     if doi:
         out["DOI"] = doi
@@ -102,7 +113,7 @@ def item(entry: StoredPaper, key: str) -> dict[str, Any]:
             if date:
                 out[name] = date
         else:
-            out[name] = note_lines(value) if name == "note" else readable(value)
+            out[name] = _prose(name, value)
     if biblio and biblio.source_format == "csl-json":
         for name, value in biblio.source_fields.items():
             out.setdefault(name, value)

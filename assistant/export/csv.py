@@ -1,5 +1,6 @@
 """CSV for spreadsheets: one row per paper with relevance, one column per agenda topic, tags,
-status and note. A text cell a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR)
+status and note. Paper text is read as text (`latex.readable`: math as `O(n log n)`, `30\\%` as
+`30%`). A text cell a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR)
 starts with an apostrophe instead (OWASP's advice), so it shows as text."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import io
 from collections.abc import Sequence
 
 from assistant.export.common import ExportContext, all_tags, keyword_text, link, topic_names, topic_score
+from assistant.export.latex import readable
 from assistant.models import StoredPaper
 
 FORMULA_START = tuple("=+-@\t\r\n") + ("＝", "＋", "－", "＠")
@@ -30,11 +32,11 @@ def write(items: Sequence[StoredPaper], context: ExportContext) -> str:
         scores = [topic_score(item, t) for t in topics]
         cells: list[str | int | float] = [
             p.id,
-            p.title,
+            readable(p.title),
             "; ".join(p.authors),
             p.year or "",
             p.date or "",
-            p.venue or "",
+            readable(p.venue or ""),
             p.arxiv_id or "",
             p.doi or "",
             p.url or "",
@@ -46,7 +48,7 @@ def write(items: Sequence[StoredPaper], context: ExportContext) -> str:
             "yes" if d.starred else "",
             "; ".join(d.lists),
             d.note,
-            a.summary if a else "",
+            readable(a.summary) if a else "",
             a.engine if a else "",
             (a.model or "") if a else "",
             item.added_at.isoformat(timespec="seconds") if item.added_at else "",

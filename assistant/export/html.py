@@ -1,8 +1,9 @@
 """A self-contained web page: papers grouped by agenda topic, one sortable table per topic.
 
-No external assets (inline CSS and a few lines of inline JavaScript to sort by a column), every
-field HTML-escaped, only http(s) links, and a Content-Security-Policy that lets nothing run but
-the page's own script, so even text that slipped through could not execute.
+No external assets (inline CSS and a few lines of inline JavaScript to sort by a column), paper
+text read as text (`latex.readable`: math as `O(n log n)`, `30\\%` as `30%`), every field
+HTML-escaped, only http(s) links, and a Content-Security-Policy that lets nothing run but the
+page's own script, so even text that slipped through could not execute.
 """
 
 from __future__ import annotations
@@ -100,17 +101,17 @@ def paper_cell(item: StoredPaper, score: TopicScore | None) -> str:
     url = link(item)
     shown = readable(p.title)  # math as readable text, as in RIS and Markdown
     title = f'<a href="{esc(url)}" rel="noopener noreferrer">{esc(shown)}</a>' if url else esc(shown)
-    byline = " · ".join(x for x in (authors_short(p.authors), p.venue or "") if x)
+    byline = " · ".join(x for x in (authors_short(p.authors), readable(p.venue or "")) if x)
     parts = [f"<strong>{title}</strong>"]
     if byline:
         parts.append(f'<div class="by">{esc(byline)}</div>')
     if score is not None and score.reason:
         parts.append(f'<p class="why"><b>Why it matters:</b> {esc(score.reason)}</p>')
     if a and a.summary:
-        parts.append(f'<p class="summary"><b>Summary:</b> {esc(a.summary)}</p>')
+        parts.append(f'<p class="summary"><b>Summary:</b> {esc(readable(a.summary))}</p>')
     if d.note:
         parts.append(f'<p class="note"><b>Note:</b> {esc(d.note)}</p>')
-    return f'<td data-sort="{esc(p.title.casefold())}">' + "".join(parts) + "</td>"
+    return f'<td data-sort="{esc(shown.casefold())}">' + "".join(parts) + "</td>"
 
 
 def row(rank: int, item: StoredPaper, score: TopicScore | None) -> str:

@@ -1,4 +1,4 @@
-"""Unicode text as LaTeX for .bib files, and LaTeX math as readable text for CSL-JSON and RIS.
+"""Unicode text as LaTeX for .bib files, and the LaTeX in stored text (math) as readable text.
 
 What BibTeX and biber need from a field, whatever the input:
 - braces balanced: both count `{` and `}` and ignore the backslash before them, so a lone
@@ -9,15 +9,27 @@ What BibTeX and biber need from a field, whatever the input:
   precomposed character is dropped, for the same reason;
 - math kept as math: a `$...$` span made of ordinary math (letters, digits, operators, Greek
   letters and the usual math commands) is written as it is, brace-protected against
-  lowercasing; any other `$` is a dollar sign.
+  lowercasing; any other `$` is a dollar sign;
+- for pdflatex, whichever dialect: in the UTF-8 one (biblatex) a character stays UTF-8 only if
+  pdflatex's utf8 input encoding knows it with T1 fonts (accented Latin letters, typographic
+  punctuation); Greek letters and math symbols are macros (`\\ensuremath{\\lambda}`) in both.
+
+Every prose field (title, abstract, venue, series, note, publisher...) is decoded once into
+runs, then written per consumer: `escape` for a .bib, `readable` for plain text (RIS, Markdown,
+HTML, CSV), `rich`/`readable_title` for CSL-JSON's rich text. A stored text holds Unicode with
+math as `$...$` (what the BibTeX importer keeps); text from older stores and other sources may
+still hold a LaTeX escape of a special character (`30\\%`) or a formatting command with its
+argument (`\\emph{not}`), which are read as such. Nothing else is: a backslash before anything
+else is a backslash (`\\cmd`, `C:\\data`), written `{\\textbackslash}` in a .bib.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pylatexenc.latex2text import LatexNodes2Text
 from pylatexenc.latexencode import RULE_DICT, UnicodeToLatexConversionRule, UnicodeToLatexEncoder
@@ -80,11 +92,32 @@ _ASCII = UnicodeToLatexEncoder(
     non_ascii_only=False,
     unknown_char_policy="keep",
 )
+# The characters beyond ASCII that pdflatex's utf8 input encoding knows with T1 fonts: those
+# LaTeX's t1enc.dfu, ts1enc.dfu, ot1enc.dfu and omsenc.dfu declare (TeX Live 2022). Any other
+# (`λ`, `∞`, `ả`) stops pdflatex: "Unicode character λ (U+03BB) not set up for use with LaTeX".
+_PDFLATEX_UTF8 = frozenset(
+    [chr(c) for c in range(0xA1, 0x17F) if c not in (0x126, 0x127, 0x138, 0x13F, 0x140, 0x149, 0x166, 0x167)]
+    + list(
+        "ƒǄǅǆǇǈǉǊǋǌǍǎǏǐǑǒǓǔǢǣǦǧǨǩǪǫǰǴǵȘșȚțȲȳȷˇ˘˙˛˝฿ḂḃḍḞḟḠḡḥḰḱḷṃṅṇṛṣṭẎẏẐẑẞỲỳ\u200c‐‑‒–—―‖‘’‚“”„†‡•‰"
+        "‱‹›※‽⁄⁎⁒₡₤₦₩₫€₱℃№℗℞℠™\u2126℧℮←↑→↓\u2329\u232a␢␣◦◯♪⟨⟩〈〉ﬀﬁﬂﬃﬄﬅﬆ"
+    )
+)
+
+
+def pdflatex_utf8(text: str) -> bool:
+    """Whether pdflatex (utf8 input, T1 fonts) prints every character of `text` as it is."""
+    return all(ch.isascii() or ch in _PDFLATEX_UTF8 for ch in text)
+
+
+# UTF-8 where pdflatex knows the character (see `_PDFLATEX_UTF8`), else what the ASCII
+# encoder writes: an accent macro (`ẹ` -> `{\\d e}`) or a symbol (`λ` -> `\\ensuremath{\\lambda}`).
 _UTF8 = UnicodeToLatexEncoder(
     conversion_rules=[
         UnicodeToLatexConversionRule(
             rule_type=RULE_DICT,
             rule={
+                **{c: chr(c) for c in range(0x80)},
+                **{ord(ch): ch for ch in _PDFLATEX_UTF8},
                 ord('"'): '{"}',
                 ord("|"): "\\ensuremath{|}",
                 ord("\\"): "{\\textbackslash}",
@@ -96,6 +129,8 @@ _UTF8 = UnicodeToLatexEncoder(
                 ord("\u00a0"): "~",
             },
         ),
+        UnicodeToLatexConversionRule(rule_type=RULE_DICT, rule=_accent_rules()),
+        "defaults",
     ],
     non_ascii_only=False,
     unknown_char_policy="keep",
@@ -126,7 +161,12 @@ _MATH_COMMANDS = _OPERATORS | frozenset(
         "deg top bot lesssim gtrsim ll gg sqrt quad qquad , ; ! { } _ % & # $ | "
     ).split()
 )
-_MATH_SPAN = re.compile(r"(?<![\\$])\$(?=[^\s$])((?:\\.|[^$\\])+?)(?<=[^\s\\])\$(?![\d$])")
+# A math span: `$x$`, no space inside its dollars (`$5 and $10` is money); or `$ 19^{th} $`, spaced
+# inside, if it holds a mark of math (a command, a script, a group) that money never has.
+_MATH_SPAN = re.compile(
+    r"(?<![\\$])\$(?:(?=[^\s$])((?:\\.|[^$\\])+?)(?<=[^\s\\])"
+    r"|(\s*(?:\\.|[^$\\])*?(?:\\[A-Za-z]|[_^{])(?:\\.|[^$\\])*?))\$(?![\d$])"
+)
 _COMMAND = re.compile(r"\\([A-Za-z]+|.)")
 _TEXT_COMMANDS = frozenset(
     "' ` ^ \" ~ = . u v H c d b t k r i j o O l L ss ae AE oe OE aa AA & % $ # _ { } , ; ! - / @ "
@@ -188,6 +228,7 @@ _TO_TEXT = LatexNodes2Text(math_mode="text", strict_latex_spaces=False)
 _SUB = str.maketrans("0123456789+-=()aeoxhklmnpst", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₒₓₕₖₗₘₙₚₛₜ")
 _SUP = str.maketrans("0123456789+-=()in", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁱⁿ")
 _SCRIPT = re.compile(r"([_^])(\{([^{}]*)\}|\\[A-Za-z]+|.)")
+_ORDINALS = frozenset({"st", "nd", "rd", "th"})
 
 
 def balanced(text: str) -> bool:
@@ -214,8 +255,9 @@ def _safe_math(body: str) -> bool:
 def math_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of each `$...$` span of `text` that is safe to write as math. A span opens
     at a `$` followed by a non-space and closes at a `$` after a non-space that no digit
-    follows (so `$5 and $10` is money, not math)."""
-    return [(m.start(), m.end()) for m in _MATH_SPAN.finditer(text) if _safe_math(m.group(1))]
+    follows (so `$5 and $10` is money, not math); one spaced inside its dollars (`$ 19^{th} $`,
+    as some .bib files write it) is math if it holds a command, a script or a group."""
+    return [(m.start(), m.end()) for m in _MATH_SPAN.finditer(text) if _safe_math(m.group(1) or m.group(2))]
 
 
 def _strip_combining(text: str) -> str:
@@ -256,18 +298,125 @@ def _encode_text(text: str, utf8: bool) -> str:
     return _LIGATURE.sub(r"\1{}", encoded)
 
 
-def escape(text: str, utf8: bool = False, protect_math: bool = True) -> str:
-    """Unicode text as a brace-balanced LaTeX field value that prints the same characters.
-    `utf8`: non-ASCII letters stay UTF-8 (for biber); else they are LaTeX accents (for BibTeX)."""
-    out: list[str] = []
+# What a stored text may still hold of LaTeX's text mode (see the module's docstring): a special
+# character escaped, and a formatting command around a braced argument. Each command is written
+# back to a .bib as it is; CSL-JSON has markup for some (`<i>`, `<b>`, `<sup>`).
+_ESCAPED = re.compile(r"\\([%&#_${}])")
+_FORMATTING = {
+    "emph": "<i>",
+    "textit": "<i>",
+    "textsl": "<i>",
+    "textbf": "<b>",
+    "textsc": '<span style="font-variant:small-caps;">',
+    "textsuperscript": "<sup>",
+    "textsubscript": "<sub>",
+    "textrm": "",
+    "textsf": "",
+    "texttt": "",
+    "textup": "",
+    "textnormal": "",
+    "mbox": "",
+}
+_FORMAT_COMMAND = re.compile(r"(?<!\\)\\(" + "|".join(_FORMATTING) + r")\s*\{")
+
+
+@dataclass
+class _Run:
+    """A piece of a prose field: text, a math span (with its dollars), or a formatting command."""
+
+    kind: str  # "text", "math" or the command's name
+    text: str = ""
+    inner: list[_Run] = field(default_factory=list)
+
+
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Index of each `{` -> index of the `}` that closes it, escaped braces not counting."""
+    pairs: dict[int, int] = {}
+    opened: list[int] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "{":
+            opened.append(i)
+        elif ch == "}" and opened:
+            pairs[opened.pop()] = i
+        i += 1
+    return pairs
+
+
+def _plain_runs(text: str) -> list[_Run]:
+    out: list[_Run] = []
     at = 0
     for start, end in math_spans(text):
-        out.append(_encode_text(text[at:start], utf8))
-        span = text[start:end]
-        out.append(f"{{{span}}}" if protect_math else span)
+        if start > at:
+            out.append(_Run("text", text[at:start]))
+        out.append(_Run("math", text[start:end]))
         at = end
-    out.append(_encode_text(text[at:], utf8))
+    if at < len(text):
+        out.append(_Run("text", text[at:]))
+    return out
+
+
+def _commands(text: str, spans: list[tuple[int, int]]) -> list[tuple[re.Match[str], int]]:
+    """The formatting commands of `text` outside its math `spans`, each with the index of the
+    brace that closes its argument: only whole ones (argument closed, no math span cut)."""
+    starts = [start for start, _ in spans]
+
+    def in_math(i: int) -> bool:
+        at = bisect.bisect_right(starts, i) - 1
+        return at >= 0 and i < spans[at][1]
+
+    pairs = _brace_pairs(text)
+    out: list[tuple[re.Match[str], int]] = []
+    at = 0
+    for match in _FORMAT_COMMAND.finditer(text):
+        close = pairs.get(match.end() - 1)
+        if match.start() < at or close is None or in_math(match.start()) or in_math(close):
+            continue
+        out.append((match, close))
+        at = close + 1
+    return out
+
+
+def _runs(text: str, depth: int = 0) -> list[_Run]:
+    """The text as runs; a formatting command that is not whole is text, backslash and all."""
+    if depth >= MAX_GROUP_DEPTH or "\\" not in text:
+        return _plain_runs(text)
+    out: list[_Run] = []
+    at = 0
+    for match, close in _commands(text, math_spans(text)):
+        out += _plain_runs(text[at : match.start()])
+        out.append(_Run(match.group(1), inner=_runs(text[match.end() : close], depth + 1)))
+        at = close + 1
+    out += _plain_runs(text[at:])
+    return out
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPED.sub(r"\1", text)
+
+
+def _latex(runs: list[_Run], utf8: bool, protect_math: bool) -> str:
+    out = []
+    for run in runs:
+        if run.kind == "text":
+            out.append(_encode_text(_unescape(run.text), utf8))
+        elif run.kind == "math":
+            out.append(f"{{{run.text}}}" if protect_math else run.text)
+        else:
+            out.append(f"\\{run.kind}{{{_latex(run.inner, utf8, protect_math)}}}")
     return "".join(out)
+
+
+def escape(text: str, utf8: bool = False, protect_math: bool = True) -> str:
+    """Unicode text as a brace-balanced LaTeX field value that prints the same characters.
+    `utf8`: letters pdflatex knows stay UTF-8 (for biber); else they are LaTeX accents (for
+    BibTeX). A special character the text still escapes (`30\\%`) is not escaped twice, and a
+    formatting command (`\\emph{...}`) stays one."""
+    return _latex(_runs(text), utf8, protect_math)
 
 
 def safe_raw(raw: str) -> bool:
@@ -289,13 +438,20 @@ def safe_raw(raw: str) -> bool:
     return all(m.group(1) in _TEXT_COMMANDS for m in _COMMAND.finditer(text))
 
 
-def _script(match: re.Match[str]) -> str:
+def _script(match: re.Match[str], rich: bool = False) -> str:
+    """A sub- or superscript in Unicode (`x^2` -> `x²`); where Unicode has none for every
+    character, `<sup>`/`<sub>` in CSL's `rich` text, else the plain mark (`\\alpha_i` -> `α_i`),
+    but for an ordinal (`19^{th}` -> `19th`)."""
     kind, whole, inner = match.group(1), match.group(2), match.group(3)
     body = inner if inner is not None else whole
     table = _SUB if kind == "_" else _SUP
     translated = body.translate(table)
     if all(ch != orig or ch.isspace() for ch, orig in zip(translated, body, strict=True)):
         return translated
+    if rich:
+        return f"<sup>{body}</sup>" if kind == "^" else f"<sub>{body}</sub>"
+    if kind == "^" and body in _ORDINALS and match.string[: match.start()][-1:].isdigit():
+        return body
     return kind + body  # no Unicode sub/superscript for every character: keep the plain mark
 
 
@@ -436,15 +592,15 @@ def _gap(before: _Atom | None, atom: _Atom) -> str:
     return _SPACE if kinds & {_REL, _BIN} else atom.gap
 
 
-def math_text(body: str) -> str:
+def math_text(body: str, rich: bool = False) -> str:
     """The inside of a math span as readable Unicode: `_2` -> `₂`, `\\lambda` -> `λ`, `\\log n`
     -> `log n` (an operator name keeps the space LaTeX prints after it), `a=b` -> `a = b` and
     `\\alpha\\pm 0.1` -> `α ± 0.1` (a relation or binary operator has a space each side, as LaTeX
-    prints it; a sign has none: `-1`)."""
+    prints it; a sign has none: `-1`). `rich`: a script Unicode lacks is `<sup>`/`<sub>`."""
     body = _MISSING_SYMBOL.sub(lambda m: _MISSING[m.group(1) or m.group(2)], body.replace(_SPACE, ""))
     for brace, mark in _BRACE.items():  # literal braces stay; grouping braces go
         body = body.replace(brace, mark)
-    body = _SCRIPT.sub(_script, _WORD.sub(_word, _spaced(body)))
+    body = _SCRIPT.sub(lambda m: _script(m, rich), _WORD.sub(_word, _spaced(body)))
     try:
         text = str(_TO_TEXT.latex_to_text(body))
     except Exception:  # pylatexenc gives up on some damaged input; keep the text then
@@ -455,38 +611,74 @@ def math_text(body: str) -> str:
     return re.sub(f"[ {_SPACE}]*{_SPACE}[ {_SPACE}]*", " ", text)  # one space, never two
 
 
-def readable(text: str) -> str:
-    """Text for formats without math (CSL-JSON, RIS): each math span as readable Unicode
-    (`H$_2$O` -> `H₂O`, `$\\lambda$` -> `λ`); everything else as it is."""
-    if "$" not in text:
-        return text
-    out: list[str] = []
-    at = 0
-    for start, end in math_spans(text):
-        out.append(text[at:start])
-        out.append(math_text(text[start + 1 : end - 1]))
-        at = end
-    out.append(text[at:])
+_MARKS = re.compile("[\x04\x0e\x0f\x10\x11]")  # what `readable_title` marks math and markup with
+_WORD_END = re.compile("(\x10[^\x11]*\x11| )")  # a space or markup ends a word
+
+
+def _text(runs: list[_Run], rich: bool, mark: bool = False) -> str:
+    """The runs as text: escapes and formatting read, math as `math_text`; `rich`: formatting
+    as CSL's markup; `mark`: each math run between \\x0e and \\x0f with its spaces as \\x04,
+    each tag of markup between \\x10 and \\x11 (for `readable_title`)."""
+    out = []
+    for run in runs:
+        if run.kind == "text":
+            out.append(_unescape(run.text))
+        elif run.kind == "math":
+            shown = math_text(run.text[1:-1].strip(), rich)
+            out.append("\x0e" + shown.replace(" ", "\x04") + "\x0f" if mark else shown)
+        else:
+            inner = _text(run.inner, rich, mark)
+            tag = _FORMATTING[run.kind] if rich else ""
+            if tag:
+                closing = "</" + tag[1:].split(" ")[0].rstrip(">") + ">"
+                if mark:
+                    tag, closing = f"\x10{tag}\x11", f"\x10{closing}\x11"
+                inner = tag + inner + closing
+            out.append(inner)
     return "".join(out)
 
 
+def readable(text: str) -> str:
+    """Plain text (RIS, Markdown, HTML, CSV): each math span as readable Unicode (`H$_2$O` ->
+    `H₂O`, `$\\lambda$` -> `λ`, `$ 19^{th} $` -> `19th`), a special character's escape as the
+    character (`30\\%` -> `30%`), a formatting command as its text; everything else as it is."""
+    if "$" not in text and "\\" not in text:
+        return text
+    return _text(_runs(text), rich=False)
+
+
+def rich(text: str) -> str:
+    """`readable` in CSL-JSON's rich text, for a title or a container's: a script Unicode lacks
+    as `<sup>`/`<sub>` (`$ 19^{th} $` -> `19<sup>th</sup>`), `\\emph{x}` as `<i>x</i>`."""
+    if "$" not in text and "\\" not in text:
+        return text
+    return _text(_runs(text), rich=True)
+
+
+def _has_math(runs: list[_Run]) -> bool:
+    return any(run.kind == "math" or _has_math(run.inner) for run in runs)
+
+
 def readable_title(text: str) -> str:
-    """`readable` for a CSL-JSON title: a word that held math is kept from title-casing
+    """`rich` for a CSL-JSON title: a word that held math is kept from title-casing
     (`<span class="nocase">H₂O</span>`, CSL's rich-text markup, which citeproc and Zotero read)."""
-    if "$" not in text:
+    if "$" not in text and "\\" not in text:
         return text
-    if not math_spans(text):
-        return text
-    return " ".join(
-        f'<span class="nocase">{readable(word)}</span>' if math_spans(word) else word
-        for word in math_words(text)
-    )
+    runs = _runs(_MARKS.sub("", text))
+    if not _has_math(runs):
+        return _text(runs, rich=True)
+    words = _WORD_END.split(_text(runs, rich=True, mark=True))
+    shown = "".join(f'<span class="nocase">{w}</span>' if "\x0e" in w else w for w in words)
+    return _MARKS.sub(lambda m: " " if m.group() == "\x04" else "", shown)
 
 
 def math_words(text: str) -> list[str]:
-    """The text split at its spaces, a math span counting as one word whatever spaces it holds."""
+    """The text split at its spaces, a math span or a formatting command with its argument
+    (`\\emph{in a word}`) counting as one word whatever spaces it holds."""
     masked = list(text)
-    for start, end in math_spans(text):
+    spans = math_spans(text)
+    whole = [(m.start(), close + 1) for m, close in _commands(text, spans)] if "\\" in text else []
+    for start, end in [*spans, *whole]:
         for i in range(start, end):
             if masked[i] == " ":
                 masked[i] = "\x04"

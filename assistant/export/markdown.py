@@ -1,8 +1,9 @@
 """Markdown reading lists for humans: papers grouped by agenda topic, each with its link, summary,
 why it matters (the topic's reason), the researcher's note and tags.
 
-Paper text is escaped so that a title cannot become a link, an image, HTML or a heading, under
-CommonMark and under GitHub's extensions (a bare `https://...` or `www.` is a link there).
+Paper text is read as text first (`latex.readable`: math as `O(n log n)`, `30\\%` as `30%`), then
+escaped so that a title cannot become a link, an image, HTML or a heading, under CommonMark and
+under GitHub's extensions (a bare `https://...` or `www.` is a link there).
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ def md_link(text: str, url: str | None) -> str:
 def paper_block(item: StoredPaper, score: TopicScore | None) -> list[str]:
     p, a, d = item.paper, item.assessment, item.decision
     byline = " · ".join(
-        x for x in (md(authors_short(p.authors)), f"*{md(p.venue)}*" if p.venue else "") if x.strip("*")
+        x
+        for x in (md(authors_short(p.authors)), f"*{md(readable(p.venue))}*" if p.venue else "")
+        if x.strip("*")
     )
     # Math as readable text (`O(n log n)`, `α ± 0.1`), as in RIS: not `\$O(n \\log n)\$`.
     title = f"**{md_link(readable(p.title), link(item))}**" + (f" ({p.year})" if p.year else "")

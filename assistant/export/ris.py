@@ -2,8 +2,9 @@
 
 A record keeps the source's type (TY), names as `Family, Given, Suffix` (organisations whole),
 volume, issue, pages (SP/EP), ISSN/ISBN (SN), publisher, place, edition, series, short title,
-access date and every tag an RIS source had. Math is given as readable text (`H₂O`); notes keep
-their line breaks (continuation lines, as Zotero writes them), every other value is one line.
+access date and every tag an RIS source had. Prose is given as plain text (see `latex`): math
+readable (`H₂O`, `$ 19^{th} $` -> `19th`), `30\\%` as `30%`; notes keep their line breaks
+(continuation lines, as Zotero writes them), every other value is one line.
 """
 
 from __future__ import annotations
@@ -168,7 +169,8 @@ def record(item: StoredPaper, key: str) -> dict[str, Any]:
     words = keywords(item)  # one KW line each: a comma in a keyword stays (`Lymphoma, B-Cell`)
     if words:
         ref["keywords"] = words
-    notes = [n for n in (biblio_field(p, "note"), item.decision.note) if n]
+    source_note = biblio_field(p, "note")  # the record's: prose, read as text; the researcher's as typed
+    notes = [n for n in (source_note and readable(source_note), item.decision.note) if n]
     if notes:
         ref["notes"] = [_note(n) for n in notes]
     for name, value in source.items():
