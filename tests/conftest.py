@@ -21,6 +21,35 @@ from assistant.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SAMPLE = Path(__file__).resolve().parents[1] / "assistant" / "data" / "sample_papers.jsonl"
+# Real files from public repositories (exports, feeds, listing pages), kept beside the project in
+# ../shared/fixtures/ with their sources and licences: read where they are, never copied here.
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+
+
+def shared(*parts: str) -> Path:
+    """A file of ../shared/fixtures/; the test (or, called at import, its module) skips with
+    the reason where the shared fixtures are absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.is_file():
+        pytest.skip(f"needs {path}: the shared fixtures beside the project", allow_module_level=True)
+    return path
+
+
+# The fidelity tests' real exports, by the names the tests give them.
+_REAL_EXPORTS = {
+    "zotero_bbt.bib": "bibtex_bbt_export_901.bib",
+    "zotero_short_dois.json": "csljson_bbt_1179.json",
+    "ris_zotero_asreview.ris": "ris_zotero_asreview.ris",
+}
+
+
+def fidelity_file(name: str) -> Path:
+    """A fidelity fixture: the invented ones in tests/fixtures/fidelity/, the real exports
+    where they are kept."""
+    if name in _REAL_EXPORTS:
+        return shared("realworld", _REAL_EXPORTS[name])
+    return FIXTURES / "fidelity" / name
+
 
 _ENV_VARS = (
     "TRIAGE_STORE",

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from assistant.cli import app
 from assistant.errors import TriageError
 from assistant.ingest.arxiv import ArxivClient, fetch
-from conftest import FIXTURES, free_port
+from conftest import free_port, shared
 
-RECORDED = (FIXTURES / "realworld" / "atom_arxiv_testing_2026.xml").read_text(encoding="utf-8")
+RECORDED = shared("realworld", "atom_arxiv_testing_2026.xml").read_text(encoding="utf-8")
 _ENTRY = re.compile(r"  <entry>.*?</entry>\n", re.DOTALL)
 
 

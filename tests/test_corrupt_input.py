@@ -10,15 +10,15 @@ from hypothesis import strategies as st
 
 from assistant.errors import InputError
 from assistant.ingest import PARSERS, parse_file
-from conftest import FIXTURES
+from conftest import shared
 
 FILES = {
-    "bibtex": FIXTURES / "realworld" / "bibtex_bbt_export_901.bib",
-    "ris": FIXTURES / "realworld" / "ris_zotero_asreview.ris",
-    "csl-json": FIXTURES / "realworld" / "csljson_bbt_1179.json",
-    "arxiv": FIXTURES / "realworld" / "atom_arxiv_testing_2026.xml",
-    "json": FIXTURES / "realworld" / "s2_author_turing.json",
-    "listing": FIXTURES / "listings" / "s2-profile-titov.txt",
+    "bibtex": shared("realworld", "bibtex_bbt_export_901.bib"),
+    "ris": shared("realworld", "ris_zotero_asreview.ris"),
+    "csl-json": shared("realworld", "csljson_bbt_1179.json"),
+    "arxiv": shared("realworld", "atom_arxiv_testing_2026.xml"),
+    "json": shared("realworld", "s2_author_turing.json"),
+    "listing": shared("listings", "s2-profile-titov.txt"),
 }
 JUNK = st.sampled_from(
     ["{", "}", '"', ",", "@", "<", ">", "&", "\n", "TY  - ", "ER  - ", "\\", "\x00", "é", "[", "]"]

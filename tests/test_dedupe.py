@@ -9,7 +9,7 @@ import pytest
 from assistant.ingest import FileReport, ingest_files, store_papers
 from assistant.models import Paper, Status
 from assistant.store import Store
-from conftest import FIXTURES
+from conftest import shared
 
 
 def put(store: Store, *papers: Paper) -> FileReport:
@@ -117,7 +117,7 @@ def test_the_publisher_doi_wins_over_the_arxiv_doi_whichever_comes_first(
 
 def first_blocks(name: str, blocks: int, tmp_path: Path) -> Path:
     """The head of a search listing page (two lines of navigation, then title/abstract pairs)."""
-    lines = (FIXTURES / "listings" / name).read_text(encoding="utf-8").splitlines()
+    lines = shared("listings", name).read_text(encoding="utf-8").splitlines()
     out = tmp_path / name
     out.write_text("\n".join(lines[: 2 + 2 * blocks]) + "\n", encoding="utf-8")
     return out

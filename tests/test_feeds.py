@@ -30,11 +30,11 @@ from assistant.feeds.runner import fetch_feeds
 from assistant.ingest import FileReport, store_papers
 from assistant.models import Paper, Status
 from assistant.store import Store
-from conftest import FIXTURES, free_port
+from conftest import FIXTURES, free_port, shared
 
 FEEDS = FIXTURES / "feeds"
 NOW = datetime(2026, 4, 13, 9, 30, tzinfo=UTC)  # a Monday
-S2_AUTHOR = json.loads((FIXTURES / "realworld" / "s2_author_turing.json").read_text(encoding="utf-8"))
+S2_AUTHOR = json.loads(shared("realworld", "s2_author_turing.json").read_text(encoding="utf-8"))
 
 
 @dataclass

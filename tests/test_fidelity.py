@@ -31,14 +31,14 @@ from assistant.ingest.records import unlabelled
 from assistant.ingest.ris import LIST_TAGS
 from assistant.models import Assessment, Decision, Paper, StoredPaper, parse_name
 from assistant.store import _paper_from, paper_metadata
-from conftest import FIXTURES
+from conftest import FIXTURES, fidelity_file
 
 FIDELITY = FIXTURES / "fidelity"
 _DECODE = LatexNodes2Text(math_mode="verbatim")
 
 
 def items_of(name: str, **decision: Any) -> list[StoredPaper]:
-    _, result = parse_file(FIDELITY / name)
+    _, result = parse_file(fidelity_file(name))
     assert not result.errors, result.errors
     return [StoredPaper(paper=p, decision=Decision(**decision)) for p in result.papers]
 
@@ -100,7 +100,7 @@ def _bib_value(name: str, value: str) -> Any:
 @pytest.mark.parametrize("name", ["thesis.bib", "astro.bib", "zotero_bbt.bib", "hostile.bib"])
 @pytest.mark.parametrize("dialect", ["bib", "biblatex"])
 def test_bibtex_round_trip_keeps_every_field(name: str, dialect: str) -> None:
-    source = bib_entries((FIDELITY / name).read_text(encoding="utf-8"))
+    source = bib_entries(fidelity_file(name).read_text(encoding="utf-8"))
     exported = bib_entries(export(name, dialect))
     assert set(exported) == set(source)  # the source's citation keys, every entry
     for key, entry in source.items():
@@ -148,9 +148,9 @@ def _ris_view(r: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-@pytest.mark.parametrize("name", ["scopus.ris", "embase.ris", "../realworld/ris_zotero_asreview.ris"])
+@pytest.mark.parametrize("name", ["scopus.ris", "embase.ris", "ris_zotero_asreview.ris"])
 def test_ris_round_trip_keeps_every_tag(name: str) -> None:
-    source = _ris_records((FIDELITY / name).read_text(encoding="utf-8-sig"))
+    source = _ris_records(fidelity_file(name).read_text(encoding="utf-8-sig"))
     exported = _ris_records(export(name, "ris"))
     assert len(exported) == len(source)
     for before, after in zip(source, exported, strict=True):
@@ -183,7 +183,7 @@ def _csl_value(value: Any) -> Any:
 
 
 def test_csl_json_round_trip_keeps_every_variable() -> None:
-    source = json.loads((FIDELITY / "zotero_short_dois.json").read_text(encoding="utf-8"))
+    source = json.loads(fidelity_file("zotero_short_dois.json").read_text(encoding="utf-8"))
     exported = {i["id"]: i for i in json.loads(export("zotero_short_dois.json", "csl-json"))}
     assert len(exported) == len(source)
     for item in source:

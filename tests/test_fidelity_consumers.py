@@ -21,7 +21,7 @@ from assistant.export import render
 from assistant.export.common import ExportContext
 from assistant.ingest import parse_file
 from assistant.models import Decision, StoredPaper
-from conftest import FIXTURES
+from conftest import FIXTURES, fidelity_file
 
 FIDELITY = FIXTURES / "fidelity"
 BIB_SOURCES = ["thesis.bib", "astro.bib", "zotero_bbt.bib", "hostile.bib"]
@@ -33,7 +33,7 @@ _MISSING_FIELD = re.compile(r"^bibtex: Warning--empty \w+ in ")
 def _items(names: list[str]) -> list[StoredPaper]:
     items = []
     for name in names:
-        _, result = parse_file(FIDELITY / name)
+        _, result = parse_file(fidelity_file(name))
         assert not result.errors, result.errors
         items += [
             StoredPaper(paper=p, decision=Decision(note="Read §3.\nThen §4 & 5%.")) for p in result.papers
@@ -75,7 +75,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Re
                 for consumer, job in _jobs(path, root / f"{label}-bib").items():
                     jobs[f"{label}|bib|{consumer}"] = job
         if label in BIB_SOURCES:
-            for consumer, job in _jobs(FIDELITY / label, root / f"{label}-source").items():
+            for consumer, job in _jobs(fidelity_file(label), root / f"{label}-source").items():
                 jobs[f"{label}|source|{consumer}"] = job
     reports = _run_all(jobs)
     out: dict[str, dict[str, Report]] = {}

@@ -18,7 +18,7 @@ from assistant.models import Status
 from assistant.personal import TextFeatures, load_features, rank, store_ranking
 from assistant.personal.model import Labels, average_precision
 from assistant.store import Store
-from conftest import FIXTURES
+from conftest import shared
 
 runner = CliRunner()
 INTEREST = re.compile(r"knowledge|factual", re.IGNORECASE)  # what the agenda does not say
@@ -185,7 +185,7 @@ def test_new_papers_are_read_into_the_cached_features(demo: Path, isolated: Path
     store = open_store()
     texts, _ = load_features(store)
     before = len(texts.ids)
-    assert run("ingest", str(FIXTURES / "realworld" / "bibtex_bbt_export_901.bib")).exit_code == 0
+    assert run("ingest", str(shared("realworld", "bibtex_bbt_export_901.bib"))).exit_code == 0
     texts, _ = TextFeatures.open(store)
     assert texts.refresh(store) and len(texts.ids) > before
     words, vectors = texts.rows([texts.ids[-1], "no-such-paper"])
@@ -193,7 +193,7 @@ def test_new_papers_are_read_into_the_cached_features(demo: Path, isolated: Path
 
 
 def test_library_imported_with_accept_seeds_the_profile(demo: Path) -> None:
-    library = FIXTURES / "realworld" / "bibtex_bbt_export_901.bib"
+    library = shared("realworld", "bibtex_bbt_export_901.bib")
     result = run("ingest", str(library), "--accept", "--list", "My library")
     assert result.exit_code == 0, result.output
     assert "Marked 36 papers accepted" in result.output and "reading list 'My library'" in result.output
@@ -267,7 +267,7 @@ def test_eval_reports_agreement_held_out(demo: Path) -> None:
 
 
 def test_suggest_agenda_proposes_what_no_topic_covers(demo: Path) -> None:
-    library = FIXTURES / "realworld" / "bibtex_bbt_export_901.bib"
+    library = shared("realworld", "bibtex_bbt_export_901.bib")
     assert run("ingest", str(library), "--accept").exit_code == 0
     assert run("tag").exit_code == 0
     agenda_before = (demo / "agenda.md").read_text()
