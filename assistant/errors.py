@@ -44,6 +44,49 @@ def is_disk_full(exc: BaseException) -> bool:
     )
 
 
+# Below this much free space (or the size of the store's database, if larger: SQLite may
+# need as much again to rewrite it) a Chroma internal error is taken for a full disk.
+NEARLY_FULL = 32 * 1024 * 1024
+# What Chroma's embedded engine says when applying its write log to the store failed: with
+# too little room on the disk it fails so, not with the OS's "no space left on device".
+_STORAGE_FAILURES = ("compaction", "backfill", "apply logs", "segment", "sqlite", "hnsw")
+
+
+def nearly_full(path: Path) -> bool:
+    """Whether the disk holding `path` (the store's folder) has too little room for Chroma to
+    write: less than NEARLY_FULL free, or less than the store's database takes."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return False
+    try:
+        size = (path / "chroma.sqlite3").stat().st_size
+    except OSError:
+        size = 0
+    return free < max(NEARLY_FULL, size)
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """Whether an error is Chroma's own failure to write or compact its files (an
+    `InternalError`, "Error in compaction: ..."), whose cause it does not say."""
+    return any(
+        type(e).__name__ == "InternalError" or any(m in str(e).lower() for m in _STORAGE_FAILURES)
+        for e in _chain(exc)
+        if not isinstance(e, TriageError)
+    )
+
+
+def is_disk_full_at(exc: BaseException, path: Path | None) -> bool:
+    """Whether an error means the disk is full: it says so, or it is Chroma failing to write
+    its files (`is_storage_failure`) while the disk holding the store at `path` is nearly full."""
+    if is_disk_full(exc):
+        return True
+    return path is not None and is_storage_failure(exc) and nearly_full(path)
+
+
 def disk_full(location: str, path: Path | None = None) -> DiskFullError:
     """The error to show when a write found the disk full: what to do, and that nothing is lost."""
     free = ""
@@ -76,6 +119,17 @@ def read_only(location: str) -> ReadOnlyError:
     return ReadOnlyError(
         f"the store at {location} is read-only (a read-only mount, or no permission to write it): "
         "commands that read it (ranked, show, search, export, stats) still work; this one writes"
+    )
+
+
+class StoreGoneError(StoreError):
+    """The store's folder was removed while the store was open."""
+
+
+def store_gone(location: str) -> StoreGoneError:
+    return StoreGoneError(
+        f"the store at {location} was removed (its folder is gone): nothing was written, and it is "
+        "not made again; restore the folder, or point --store / TRIAGE_STORE at the store"
     )
 
 

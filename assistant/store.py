@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import functools
 import hashlib
 import json
 import shutil
@@ -33,7 +34,17 @@ from chromadb.errors import ChromaError
 
 from assistant.config import Settings
 from assistant.embedding import make_embedder
-from assistant.errors import ReadOnlyError, StoreError, disk_full, is_disk_full, is_read_only, read_only
+from assistant.errors import (
+    ReadOnlyError,
+    StoreError,
+    TriageError,
+    disk_full,
+    is_disk_full,
+    is_disk_full_at,
+    is_read_only,
+    read_only,
+    store_gone,
+)
 from assistant.models import (
     Assessment,
     Biblio,
@@ -335,6 +346,32 @@ def _drop_none(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if v is not None}
 
 
+class _Guarded:
+    """A Chroma collection whose errors the store says in words: a full disk (Chroma's
+    "Error in compaction" on a nearly full disk included), a read-only or removed store."""
+
+    def __init__(self, collection: Collection, store: Store) -> None:
+        self._collection = collection
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._collection, name)
+        if not callable(value):
+            return value
+
+        @functools.wraps(value)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return value(*args, **kwargs)
+            except Exception as exc:
+                error = self._store.refusal(exc)
+                if error is None:
+                    raise
+                raise error from exc
+
+        return call
+
+
 class Store:
     """Papers in Chroma: upsert with merging, paged reads, semantic search, metadata updates."""
 
@@ -343,9 +380,10 @@ class Store:
     ) -> None:
         self.client = client
         self.embedder = embedder
-        self.collection = collection
-        self.meta = meta
+        self.collection = cast(Collection, _Guarded(collection, self))
+        self.meta = cast(Collection, _Guarded(meta, self))
         self.location = location
+        self.path: Path | None = None  # an embedded store's folder
         self._batch = max(1, min(client.get_max_batch_size(), 1000))
         self.lock_path: Path | None = None
         self._thread_lock = threading.RLock()
@@ -361,7 +399,10 @@ class Store:
         to open it, so an embedded store on a full disk or a read-only mount is read from a
         temporary copy instead (`snapshot` is set; nothing written there is kept)."""
         try:
-            return cls.open(settings, embedder)
+            store = cls.open(settings, embedder)
+            # Chroma applies its write log at the first read: on a full disk that read fails.
+            store.collection.count()
+            return store
         except StoreError as exc:
             if settings.local_store is None or not settings.store_exists:
                 raise
@@ -421,8 +462,22 @@ class Store:
             store.lock_path = Path(platformdirs.user_cache_dir("triage")) / "locks" / f"{digest}.lock"
         else:
             store.lock_path = settings.store / "triage-write.lock"
+            store.path = settings.store
         store._convert_lists()
         return store
+
+    def refusal(self, exc: BaseException) -> StoreError | None:
+        """The error in words for a Chroma error that means the store cannot be written (its
+        folder removed, its disk full, read-only), or None for any other error."""
+        if isinstance(exc, TriageError):
+            return None
+        if self.path is not None and not self.path.is_dir():
+            return store_gone(self.location)
+        if is_disk_full_at(exc, self.path):
+            return disk_full(self.location, self.path)
+        if is_read_only(exc):
+            return read_only(self.location)
+        return None
 
     @property
     def cache_key(self) -> str:
@@ -451,7 +506,9 @@ class Store:
             if self._holding:
                 yield
                 return
-            with _file_lock(self.lock_path):
+            if self.path is not None and not self.path.is_dir():
+                raise store_gone(self.location)  # its lock file would make the folder again
+            with _file_lock(self.lock_path, make_dir=self.path is None):
                 self._holding = True
                 try:
                     yield
@@ -1140,11 +1197,13 @@ def _creating(settings: Settings) -> Iterator[None]:
 
 
 @contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def _file_lock(path: Path, make_dir: bool = True) -> Iterator[None]:
     """Hold an exclusive lock on `path` across processes on this machine; a lock file that
-    cannot be made (a read-only store) is not taken: what the lock guards then fails itself."""
+    cannot be made (a read-only store) is not taken: what the lock guards then fails itself.
+    `make_dir`: make the lock's folder if it is missing (never a store's own folder)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if make_dir:
+            path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(path, "a+b")  # noqa: SIM115 - held for the block
     except OSError:
         yield

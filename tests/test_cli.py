@@ -182,7 +182,9 @@ def test_rm_deletes_papers_and_undoes_the_last_import(tmp_path: Path) -> None:
     def triage(*args: str):  # type: ignore[no-untyped-def]
         return runner.invoke(app, ["--store", str(store), *args], env={"COLUMNS": "160"})
 
+    other = write_lines(tmp_path / "other.jsonl", [json.dumps(sample_records(10)[1])])
     assert triage("ingest", str(good)).exit_code == 0
+    triage("ingest", str(other))  # one paper of good.jsonl again: merged, not made
     assert triage("ingest", str(junk)).exit_code == 0
     assert "15 papers" in triage("stats").output.replace("│", " ") or "15" in triage("stats").output
     refused = triage("rm", "--last-import")
@@ -191,6 +193,8 @@ def test_rm_deletes_papers_and_undoes_the_last_import(tmp_path: Path) -> None:
     assert done.exit_code == 0 and "Deleted 5 papers" in done.output
     remaining = [json.loads(line)["paper"] for line in triage("export", "-f", "jsonl").stdout.splitlines()]
     assert len(remaining) == 10
+    # The paper junk.jsonl merged into stays, without the undone file among its sources.
+    assert not [p for p in remaining if "jsonl:junk.jsonl" in p["sources"]]
     again = triage("rm", "--last-import", "--yes")
     assert again.exit_code == 1 and "junk.jsonl" in again.output and "was undone already" in again.output
     first = next(p["id"] for p in remaining if p["sources"] == ["jsonl:good.jsonl"])
@@ -198,10 +202,10 @@ def test_rm_deletes_papers_and_undoes_the_last_import(tmp_path: Path) -> None:
     one = triage("rm", first, "--yes")
     assert "1 paper of these carry your decision" in one.output and "Deleted 1 paper." in one.output
     by_source = triage("rm", "--source", str(good), "--yes")
-    # The paper junk.jsonl also brought stays: only papers that came from that file alone go.
+    # The paper other.jsonl also brought stays: only papers that came from that file alone go.
     assert "Deleted 8 papers" in by_source.output and "also came from other sources: kept" in by_source.output
     (left,) = [json.loads(line) for line in triage("export", "-f", "jsonl").stdout.splitlines()]
-    assert set(left["paper"]["sources"]) == {"jsonl:good.jsonl", "jsonl:junk.jsonl"}
+    assert set(left["paper"]["sources"]) == {"jsonl:good.jsonl", "jsonl:other.jsonl"}
 
 
 def test_ranked_shows_the_researchers_own_tags(isolated: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,6 +16,7 @@ from assistant.status import Status
 
 if TYPE_CHECKING:
     from assistant.ingest import FileReport
+    from assistant.models import StoredPaper
 
 # The names `--format` takes: the keys of `assistant.ingest.PARSERS` (a test holds them equal),
 # spelled out here so that `--help` does not load the parsers.
@@ -126,7 +128,7 @@ def ingest(
         print_ingest([report])
         reports.append(report)
     if any(r.error is None for r in reports):  # files that all failed to parse made no store
-        record_import(state.store, reports)
+        record_import(state.store, reports, list_name)
     imported = list(dict.fromkeys(pid for r in reports for pid in r.ids))
     enrich_failed = False
     if imported and enrich:
@@ -182,16 +184,26 @@ def rm(
         ),
     ] = None,
     last: Annotated[bool, typer.Option("--last-import", help="The papers the last import made.")] = False,
+    including_decided: Annotated[
+        bool,
+        typer.Option(
+            "--including-decided",
+            help="With --last-import: delete its papers you decided on, starred, noted or listed too.",
+        ),
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before deleting.")] = False,
 ) -> None:
     """Delete papers from the store, with their decisions, notes and assessments.
 
-    Undo a wrong import with --last-import (only the papers it made: papers it merged into
-    were there before and stay), or name the file with --source."""
-    from assistant.ingest import last_import, undo_last_import, was_undone
+    Undo a wrong import with --last-import (only the papers it made, and of those only the ones
+    you have not decided on, starred, noted or listed; papers it merged into were there before
+    and stay, without its source), or name the file with --source. What is deleted is written
+    to a file first: 'triage ingest FILE' brings it back whole."""
+    from assistant.ingest import import_lists, last_import, save_removed, undo_last_import, was_undone
 
     store = state.store
     chosen: list[str] = []
+    spared: list[str] = []  # papers of the last import that carry the researcher's own
     kept_elsewhere = 0
     asked = read_ids(ids) if ids else []  # read once: "-" reads the ids from standard input
     chosen += asked
@@ -215,10 +227,30 @@ def rm(
         if was_undone(store):
             raise TriageError(f"{what} was undone already: nothing to delete")
         if not made:
+            unsourced = undo_last_import(store)
+            if not unsourced:
+                raise TriageError(
+                    f"{what} made no new papers (it merged into papers already there): nothing to delete"
+                )
             raise TriageError(
-                f"{what} made no new papers (it merged into papers already there): nothing to delete"
+                f"{what} made no new papers (it merged into papers already there): nothing to delete; "
+                f"the {plural(unsourced, 'paper')} it merged into no longer list its file among their sources"
             )
         console.print(f"{what[0].upper()}{what[1:]} made {plural(len(made), 'paper')}.")
+        if not including_decided:
+            seeded = {pid for pid, meta in store.metadata(made) if meta.get("seed")}
+            given = import_lists(store)
+            spared = [
+                i.paper.id
+                for i in store.get_many(made)
+                if _carries_yours(i, seeded=i.paper.id in seeded, given=given)
+            ]
+            made = [pid for pid in made if pid not in set(spared)]
+            if spared:
+                console.print(
+                    f"[yellow]kept {plural(len(spared), 'paper')} you decided on, noted or listed; "
+                    "--including-decided removes them too[/yellow]"
+                )
         chosen += made
     if not (ids or source or last):
         raise TriageError("nothing to delete: give paper ids, --source FILE or --last-import")
@@ -230,13 +262,18 @@ def rm(
             f"[yellow]Not in the store: {escape(', '.join(unknown[:5]))}"
             f"{f' and {len(unknown) - 5} more' if len(unknown) > 5 else ''}.[/yellow]"
         )
+    if not items and last and spared:
+        unsourced = undo_last_import(store, kept=spared)  # the sources it gave papers go
+        merged = f"; {plural(unsourced, 'paper')} it merged into lost its source" if unsourced else ""
+        console.print(f"Nothing deleted: every paper it made is one of yours{merged}.")
+        return
     if not items:
         raise TriageError(
             f"no paper came only from {source}: nothing deleted"
             if source and not ids and not last
             else "no such papers in the store: nothing deleted"
         )
-    decided = [i for i in items if i.decision.status is not Status.NEW or i.decision.note or i.decision.lists]
+    decided = [i for i in items if _carries_yours(i)]
     console.print(f"{plural(len(items), 'paper')} to delete:")
     for item in items[:5]:
         console.print(f"  {escape(item.paper.id)}  {escape(item.paper.title[:90])}")
@@ -257,10 +294,35 @@ def rm(
         if not typer.confirm("Delete them?", default=False):
             console.print("Nothing deleted.")
             return
+    try:
+        saved = save_removed(store, items)
+    except OSError as exc:
+        raise TriageError(
+            f"nothing deleted: the copy to restore them from could not be written ({exc.strerror or exc})"
+        ) from None
     removed = store.delete_papers([i.paper.id for i in items])
     console.print(f"Deleted {plural(removed, 'paper')}.")
-    if last and removed:
-        undo_last_import(store)
+    if last:
+        unsourced = undo_last_import(store, kept=spared)
+        if unsourced:
+            console.print(
+                f"{plural(unsourced, 'paper')} the import had merged into stay, without its source."
+            )
+    # One line, whatever the width: the path must be copyable.
+    console.print(
+        f"Saved what was deleted to {escape(str(saved))}; 'triage ingest {escape(str(saved))}' "
+        "brings it back (decisions, notes, lists and assessments included).",
+        soft_wrap=True,
+    )
+
+
+def _carries_yours(item: StoredPaper, seeded: bool = False, given: Sequence[str] = ()) -> bool:
+    """Whether a paper carries something of the researcher's: a decision (not one an import's
+    --accept gave it: `seeded`), star, note, tags or lists (other than those the import filed
+    it into: `given`)."""
+    d = item.decision
+    decided = d.status is not Status.NEW and not seeded
+    return decided or d.starred or bool(d.note or d.tags or [n for n in d.lists if n not in given])
 
 
 def _when(stamp: float) -> str:

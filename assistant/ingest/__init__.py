@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from assistant.errors import InputError, in_words, is_disk_full
 from assistant.ingest.arxiv import ArxivClient, fetch, looks_like_atom, parse_atom
@@ -20,7 +21,7 @@ from assistant.ingest.limits import cap_fields
 from assistant.ingest.listing import looks_like_listing, parse_listing
 from assistant.ingest.restore import RestoreResult, apply_restored
 from assistant.ingest.ris import looks_like_ris, parse_ris
-from assistant.models import Paper
+from assistant.models import Paper, StoredPaper
 from assistant.store import Store
 
 Parser = Callable[[Path, str], ParseResult]
@@ -67,6 +68,8 @@ class FileReport:
     notes: list[str] = field(default_factory=list)  # records stored with a field cut to size
     ids: list[str] = field(default_factory=list)  # the stored papers its records went to
     created: list[str] = field(default_factory=list)  # the papers this file made (not merged into)
+    # Papers this file merged into, with the sources the merge gave them (undone by `rm --last-import`).
+    gained: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -298,7 +301,17 @@ def store_papers(
             matches = resolve_matches(store, given)
             chunk = [paper for paper, _ in matches]
             provenance = [(g.id, how) for g, (_, how) in zip(given, matches, strict=True)]
+            had = {
+                pid: set(map(str, meta.get("sources") or ()))
+                for pid, meta in store.metadata(list(dict.fromkeys(p.id for p in chunk)))
+            }
             upserted = store.upsert_papers(chunk, provenance, on_embedded=moved)
+        for paper in chunk:  # the sources a merge gave papers that were there before
+            if paper.id in had:
+                new_sources = [x for x in paper.sources if x not in had[paper.id]]
+                if new_sources:
+                    gained = report.gained.setdefault(paper.id, [])
+                    gained += [x for x in new_sources if x not in gained]
         ids.update((a.id, b.id) for a, b in zip(given, chunk, strict=True))
         report.ids.extend(p.id for p in chunk)
         created, changed = set(upserted.new), set(upserted.merged)
@@ -342,27 +355,103 @@ def ingest_arxiv(
 LAST_IMPORT = "last-import"
 
 
-def record_import(store: Store, reports: list[FileReport]) -> None:
-    """Remember which papers this import made, for `triage rm --last-import`: every import
-    is recorded, one that made nothing too, so `--last-import` never reaches back past it."""
+def record_import(store: Store, reports: list[FileReport], list_name: str | None = None) -> None:
+    """Remember which papers this import made (and merged into, and the reading list it files
+    them into), for `triage rm --last-import`: every import is recorded, one that made nothing
+    too, so `--last-import` never reaches back past it."""
     created = list(dict.fromkeys(pid for r in reports for pid in r.created))
     if not created and all(r.error is not None for r in reports):
         return  # nothing was read or stored: not an import to undo (and no write to a failing store)
     files = [str(r.path) for r in reports]
-    store.set_value(LAST_IMPORT, {"at": time.time(), "files": files, "created": created})
+    gained: dict[str, list[str]] = {}
+    for r in reports:
+        for pid, sources in r.gained.items():
+            if pid not in created:
+                gained[pid] = list(dict.fromkeys([*gained.get(pid, []), *sources]))
+    store.set_value(
+        LAST_IMPORT,
+        {"at": time.time(), "files": files, "created": created, "merged": gained, "list": list_name},
+    )
 
 
-def undo_last_import(store: Store) -> None:
-    """Mark the last import undone (its papers were deleted): it is still the last import, so
-    `--last-import` says so rather than reaching back to an older one."""
+def undo_last_import(store: Store, kept: list[str] | None = None) -> int:
+    """Undo the rest of the last import once the papers it made were deleted: the papers it
+    merged into lose the sources it gave them (they stay, with what else it merged). `kept`:
+    papers it made that were not deleted (the researcher decided on them), which a later
+    `--last-import` can still delete. Once nothing it made is left it is marked undone: it is
+    still the last import, so `--last-import` says so rather than reaching back to an older one.
+    Returns how many papers lost a source."""
     value = store.get_value(LAST_IMPORT)
-    if isinstance(value, dict):
-        store.set_value(LAST_IMPORT, {**value, "created": [], "undone": True})
+    if not isinstance(value, dict):
+        return 0
+    merged: dict[str, Any] = value["merged"] if isinstance(value.get("merged"), dict) else {}
+    changes: dict[str, dict[str, object]] = {}
+    stamp = time.time()
+    for pid, meta in store.metadata(list(merged)) if merged else []:
+        given = {str(x) for x in merged.get(pid) or ()}
+        sources = [str(x) for x in meta.get("sources") or ()]
+        left = [x for x in sources if x not in given]
+        if len(left) != len(sources):
+            changes[pid] = {"sources": left or None, "touched": stamp}
+    if changes:
+        store.set_paper_values(changes)
+    store.set_value(LAST_IMPORT, {**value, "created": list(kept or []), "merged": {}, "undone": not kept})
+    return len(changes)
+
+
+REMOVED_DIR = "removed"
+RECOVERY_DIR = "recovery"
+
+
+def undo_file(kind: str, stamp: float | None = None) -> Path:
+    """A new file in the user's data folder for records to restore (`kind`: REMOVED_DIR for
+    what `rm` deleted, RECOVERY_DIR for what the review UI could not save), named by time."""
+    import platformdirs
+
+    folder = Path(platformdirs.user_data_dir("triage")) / kind
+    when = time.localtime(stamp if stamp is not None else time.time())
+    base = time.strftime("%Y%m%d-%H%M%S", when)
+    path = folder / f"{base}.jsonl"
+    n = 1
+    while path.exists():
+        n += 1
+        path = folder / f"{base}-{n}.jsonl"
+    return path
+
+
+def write_full_records(path: Path, items: list[StoredPaper], lists: dict[str, str]) -> Path:
+    """Write papers as full JSONL records (`triage export -f jsonl`): `triage ingest PATH`
+    restores them whole, decisions, notes, assessments and lists included. Written to a
+    temporary file and moved into place, so a half-written file never stands."""
+    from assistant.export.common import ExportContext
+    from assistant.export.jsonl import write
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(write(items, ExportContext(lists=lists)), encoding="utf-8")
+    partial.replace(path)
+    return path
+
+
+def save_removed(store: Store, items: list[StoredPaper]) -> Path:
+    """Write papers about to be deleted to a new file under the data folder's `removed/`;
+    `triage ingest` of it brings them back."""
+    from assistant.lists import ReadingLists
+
+    lists = {rl.name: rl.description for rl in ReadingLists(store).all()}
+    return write_full_records(undo_file(REMOVED_DIR), items, lists)
 
 
 def was_undone(store: Store) -> bool:
     value = store.get_value(LAST_IMPORT)
     return isinstance(value, dict) and bool(value.get("undone"))
+
+
+def import_lists(store: Store) -> list[str]:
+    """The reading list the last import filed its papers into (`ingest --list`), if any."""
+    value = store.get_value(LAST_IMPORT)
+    name = value.get("list") if isinstance(value, dict) else None
+    return [" ".join(name.split())] if isinstance(name, str) and name.strip() else []
 
 
 def last_import(store: Store) -> tuple[list[str], list[str], float] | None:

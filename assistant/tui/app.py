@@ -23,9 +23,16 @@ from threadpoolctl import threadpool_limits
 
 from assistant.agenda import Agenda, load_agenda
 from assistant.config import Settings
-from assistant.errors import TriageError
+from assistant.errors import (
+    DiskFullError,
+    ReadOnlyError,
+    StoreError,
+    StoreGoneError,
+    TriageError,
+    is_read_only,
+)
 from assistant.index import PERSONAL_SORTS, QueueIndex, Row, Sort, sort_key
-from assistant.lists import ReadingLists
+from assistant.lists import ReadingLists, check_name
 from assistant.models import Decision, Status, StoredPaper, now_utc
 from assistant.personal import (
     FeatureCache,
@@ -110,6 +117,16 @@ class DecisionChange:
     pid: str
     decision: Decision
     fields: tuple[str, ...]
+
+
+@dataclass
+class Unsaved:
+    """A change the store refused (removed, read-only, full): kept in the session, tried again
+    on the next change, and written to the recovery file meanwhile."""
+
+    item: StoredPaper  # the paper with the session's decision
+    fields: set[str]  # the decision's fields changed
+    lists: dict[str, bool]  # reading lists joined (True) or left (False)
 
 
 @dataclass
@@ -199,6 +216,8 @@ class ReviewApp(App[None]):
         self.pinned_label = ""
         self.sticky: set[str] = set()
         self.undo_stack: list[DecisionChange | Deletion] = []
+        self.unsaved: dict[str, Unsaved] = {}  # changes the store refused, by paper
+        self.recovery_file: Path | None = None  # where they are written, once there are any
         self._written: dict[str, float] = {}  # when this UI last wrote each paper
         self._generation = 0  # bumped whenever the view is rebuilt
         self.matching: int | None = None
@@ -309,7 +328,8 @@ class ReviewApp(App[None]):
         self.query_one("#status-line", Static).update(text)
 
     def show_error(self, exc: BaseException) -> None:
-        self.push_screen(ErrorScreen(type(exc).__name__, str(exc) or repr(exc)))
+        title = "Error" if isinstance(exc, TriageError) else type(exc).__name__
+        self.push_screen(ErrorScreen(title, str(exc) or repr(exc)))
 
     def view_label(self) -> str:
         if self.pinned is not None:
@@ -381,7 +401,10 @@ class ReviewApp(App[None]):
     def show_detail(self) -> None:
         self._detail_shown_at = time.time()
         pid = self.current_id()
-        item = self.store.get(pid) if pid else None
+        if pid in self.unsaved:  # the session's change, not what the store still holds
+            item: StoredPaper | None = self.unsaved[pid].item
+        else:
+            item = self.store.get(pid) if pid else None
         self._detail_item = item
         stale = bool(item and self.agenda and is_stale(item, self.agenda, self.prompts))
         explanation = self.ranking.explain(pid) if self.ranking and pid and self.ranking.personal else None
@@ -622,12 +645,12 @@ class ReviewApp(App[None]):
         for undo, redraw the row."""
         # The detail pane read this paper when it was highlighted, and re-reads it when the
         # refresh sees it written: that copy is current enough to rebuild the row from.
-        shown = self._detail_item
+        shown = self.unsaved[pid].item if pid in self.unsaved else self._detail_item
         before = shown if shown is not None and shown.paper.id == pid else self.store.get(pid)
         if before is None:
             raise RuntimeError(f"paper {pid} is no longer in the store")
         decision = before.decision.model_copy(update={**changes, "decided_at": now_utc()})
-        self.store.set_decision_fields(pid, decision, changes)
+        self.save(before.model_copy(update={"decision": decision}), set(changes))
         self._written[pid] = time.time()
         self.undo_stack.append(DecisionChange(pid, before.decision, tuple(changes)))
         self.sticky.add(pid)
@@ -645,6 +668,111 @@ class ReviewApp(App[None]):
         self.redraw([row], detail=False)
         self.update_summary()
         self.schedule_retrain()
+
+    # -- writing, and keeping what the store refuses ------------------------------------------
+
+    def save(
+        self,
+        item: StoredPaper,
+        fields: set[str],
+        lists: dict[str, bool] | None = None,
+        create: bool = False,
+    ) -> bool:
+        """Write a change to a paper's decision (`fields`) or lists. If the store refuses it
+        (removed, read-only, a full disk) the change is kept in this session (the row says
+        "not saved"), written to the recovery file, and tried again with the next change.
+        Returns whether it was saved; errors of other kinds are raised."""
+        pid = item.paper.id
+        try:
+            self._retry_unsaved()
+            self._write_change(item, fields, lists or {}, create)
+        except Exception as exc:
+            reason = self._refused(exc)
+            if reason is None:
+                raise
+            old = self.unsaved.get(pid)
+            self.unsaved[pid] = Unsaved(
+                item,
+                (old.fields if old else set()) | fields,
+                {**(old.lists if old else {}), **(lists or {})},
+            )
+            self._keep(reason)
+            return False
+        return True
+
+    def _write_change(
+        self, item: StoredPaper, fields: set[str], lists: dict[str, bool], create: bool
+    ) -> None:
+        pid = item.paper.id
+        if fields:
+            self.store.set_decision_fields(pid, item.decision, fields)
+        for name, member in lists.items():
+            if member and (create or not self.lists.exists(name)):
+                self.lists.create(name, exist_ok=True)
+            (self.lists.add if member else self.lists.remove)(name, [pid])
+
+    def _retry_unsaved(self) -> None:
+        """Write the changes the store refused before; raises if it still refuses them."""
+        if not self.unsaved:
+            return
+        for pid, kept in list(self.unsaved.items()):
+            self._write_change(kept.item, kept.fields, kept.lists, False)
+            del self.unsaved[pid]
+            self.table.unsaved.discard(pid)
+            self.update_rows([pid])
+        where = f" (the recovery file {self.recovery_file} is no longer needed)" if self.recovery_file else ""
+        self.recovery_file = None
+        self.say(f"Saved the changes the store had refused before{where}.")
+
+    def _refused(self, exc: BaseException) -> str | None:
+        """Why the store refused a write, in words; None if the error is not a refusal."""
+        refusal = exc if isinstance(exc, StoreError) else self.store.refusal(exc)
+        if isinstance(refusal, DiskFullError):
+            return f"the disk holding the store at {self.store.location} is full"
+        if isinstance(refusal, StoreGoneError | ReadOnlyError) or is_read_only(exc):
+            return f"the store at {self.store.location} was removed or is read-only"
+        return None
+
+    def _keep(self, reason: str) -> None:
+        """Write what the store refused to the recovery file and say so on the status line."""
+        from assistant.ingest import RECOVERY_DIR, undo_file, write_full_records
+
+        if self.recovery_file is None:
+            self.recovery_file = undo_file(RECOVERY_DIR)
+        lists = {name: "" for kept in self.unsaved.values() for name in kept.item.decision.lists}
+        try:
+            write_full_records(self.recovery_file, [k.item for k in self.unsaved.values()], lists)
+            written = f"written to {self.recovery_file} ('triage ingest' of it replays them)"
+        except OSError as exc:
+            written = f"and could not be written to {self.recovery_file} ({exc.strerror or exc}): do not quit"
+        count = len(self.unsaved)
+        what = "1 change" if count == 1 else f"{count} papers' changes"
+        self.say(
+            f"not saved: {reason}; kept in this session ({what}), retried on the next change, and {written}"
+        )
+        self.table.unsaved = set(self.unsaved)
+
+    def _show_kept(self, item: StoredPaper) -> None:
+        """Redraw a paper's row from a change kept in the session."""
+        pid = item.paper.id
+        old = self.index.rows.get(pid)
+        if old is None:
+            return
+        d = item.decision
+        engine_tags = item.assessment.tags if item.assessment else []
+        row = replace(
+            old,
+            status=d.status,
+            starred=d.starred,
+            lists=tuple(d.lists),
+            tags=tuple(dict.fromkeys([*d.tags, *engine_tags])),
+        )
+        self.recount(old, row)
+        self.index.apply([row])
+        self.redraw([row], detail=False)
+        self.update_summary()
+        if self._detail_item is not None and self._detail_item.paper.id == pid:
+            self._detail_item = item
 
     @guarded
     def action_decide(self, status: str) -> None:
@@ -696,9 +824,16 @@ class ReviewApp(App[None]):
             return
         self.undo_stack.pop()
         pid, decision = entry.pid, entry.decision
-        self.store.set_decision_fields(pid, decision, entry.fields)
+        kept = self.unsaved[pid].item if pid in self.unsaved else self._detail_item
+        item = kept if kept is not None and kept.paper.id == pid else self.store.get(pid)
+        if item is None:
+            raise RuntimeError(f"paper {pid} is no longer in the store")
+        undone = item.decision.model_copy(update={f: getattr(decision, f) for f in entry.fields})
+        if self.save(item.model_copy(update={"decision": undone}), set(entry.fields)):
+            self.update_rows([pid])
+        else:
+            self._show_kept(item.model_copy(update={"decision": undone}))
         self._written[pid] = time.time()
-        self.update_rows([pid])
         self.schedule_retrain()
         self.update_summary()
         self.show_again(pid)
@@ -836,14 +971,20 @@ class ReviewApp(App[None]):
     def _list_chosen(self, pid: str, choice: ListToggle | None) -> None:
         if choice is None:
             return
-        name = self.lists.create(choice.name, exist_ok=True).name if choice.create else choice.name
-        if name in self.index.rows[pid].lists and not choice.create:
-            self.lists.remove(name, [pid])
-            self.notify(f"Removed from “{name}”.", timeout=2)
+        name = check_name(choice.name) if choice.create else choice.name
+        member = not (name in self.index.rows[pid].lists and not choice.create)
+        kept = self.unsaved[pid].item if pid in self.unsaved else self._detail_item
+        item = kept if kept is not None and kept.paper.id == pid else self.store.get(pid)
+        if item is None:
+            return
+        names = [n for n in item.decision.lists if n != name] + ([name] if member else [])
+        changed = item.model_copy(update={"decision": item.decision.model_copy(update={"lists": names})})
+        if self.save(changed, set(), {name: member}, create=choice.create):
+            # the name field always adds, even to an existing list
+            self.notify(f"{'Added to' if member else 'Removed from'} “{name}”.", timeout=2)
+            self.update_rows([pid])
         else:
-            self.lists.add(name, [pid])  # the name field always adds, even to an existing list
-            self.notify(f"Added to “{name}”.", timeout=2)
-        self.update_rows([pid])
+            self._show_kept(changed)
 
     @guarded
     def action_open_link(self) -> None:

@@ -83,11 +83,13 @@ class QueueTable(DataTable[Any]):
         self.score_label = "relevance"
         # A mark after the status (the disagreement sort's ↑ / ↓), if any.
         self.mark_of: Callable[[str], str] | None = None
+        # Papers whose change the store refused: their rows say "not saved".
+        self.unsaved: set[str] = set()
 
     def cells(self, row: Row) -> tuple[RenderableType, ...]:
         score = self.score_of(row.id) if self.score_of is not None else row.relevance
         mark = self.mark_of(row.id) if self.mark_of is not None else ""
-        return row_cells(row, self.widths or column_widths(120), score, mark)
+        return row_cells(row, self.widths or column_widths(120), score, mark, row.id in self.unsaved)
 
     def set_columns(self, widths: dict[str, int]) -> None:
         """Lay the columns out anew (`column_widths`); the rows are to be filled again."""
@@ -171,16 +173,24 @@ class Summary(Static):
         )
 
 
+UNSAVED_MARK = "NOT SAVED "
+
+
 def row_cells(
-    row: Row, widths: dict[str, int] | None = None, score: float | None = None, mark: str = ""
+    row: Row,
+    widths: dict[str, int] | None = None,
+    score: float | None = None,
+    mark: str = "",
+    unsaved: bool = False,
 ) -> tuple[RenderableType, ...]:
     """The queue table's cells for one paper, one per column of `widths` (`column_widths`);
-    `score`: what the bar shows, by default its relevance; `mark`: shown after the status."""
+    `score`: what the bar shows, by default its relevance; `mark`: shown after the status;
+    `unsaved`: the store refused the paper's last change (the title says so first)."""
     widths = widths or column_widths(120)
     cells: dict[str, RenderableType] = {
         "rel": relevance_bar(score if score is not None else row.relevance, 6)
     }
-    title = Text(row.title)
+    title = Text(UNSAVED_MARK, "bold red") + Text(row.title) if unsaved else Text(row.title)
     title.truncate(widths["title"], overflow="ellipsis")
     cells["title"] = title
     tags = Text(", ".join(row.tags[:3]), "cyan")
