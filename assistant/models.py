@@ -89,13 +89,33 @@ def normalize_title(title: str) -> str:
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufeff\ufffe\uffff]")
 _DOTLESS_ACCENTED = re.compile(r"([\u0131\u0237])([\u0300-\u036f])")
+# Bidirectional embeddings, overrides and isolates (LRE RLE PDF LRO RLO, LRI RLI FSI PDI): a
+# title holding them can display as other text than it is ("Trojan Source").
+_BIDI_CONTROL = re.compile(r"[\u202a-\u202e\u2066-\u2069]")
+# The direction marks (LRM, RLM, ALM): needed only beside right-to-left letters.
+_BIDI_MARK = re.compile(r"[\u200e\u200f\u061c]")
+# Letters of the right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, NKo... and their forms).
+_RIGHT_TO_LEFT = re.compile(
+    r"[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefe\U00010800-\U00010fff\U0001e800-\U0001efff]"
+)
+
+
+def strip_bidi(value: str) -> str:
+    """Text without bidirectional overrides, embeddings and isolates, which make text display
+    as something else (U+202E turns what follows around); the direction marks (U+200E, U+200F,
+    U+061C) stay only in text with right-to-left letters, where they place the punctuation."""
+    text = _BIDI_CONTROL.sub("", value)
+    if _BIDI_MARK.search(text) and not _RIGHT_TO_LEFT.search(text):
+        text = _BIDI_MARK.sub("", text)
+    return text
 
 
 def clean_unicode(value: str) -> str:
     """Text without what a mojibake feed leaves in it: control characters (line breaks and tabs
-    stay), combining marks with no letter to sit on or stacked on one letter more than twice;
-    a dotless i or j carrying an accent (a decoded `{\\'\\i}`) becomes the accented letter."""
-    text = _CONTROL.sub("", value)
+    stay), bidirectional controls (`strip_bidi`), combining marks with no letter to sit on or
+    stacked on one letter more than twice; a dotless i or j carrying an accent (a decoded
+    `{\\'\\i}`) becomes the accented letter."""
+    text = strip_bidi(_CONTROL.sub("", value))
     text = _DOTLESS_ACCENTED.sub(lambda m: {"\u0131": "i", "\u0237": "j"}[m.group(1)] + m.group(2), text)
     text = unicodedata.normalize("NFC", text)
     if not any(unicodedata.combining(ch) for ch in text):
@@ -116,8 +136,8 @@ def clean_unicode(value: str) -> str:
 
 
 def clean_text(value: str) -> str:
-    """Collapse runs of whitespace (titles and names must be one line); control characters and
-    stray combining marks dropped (`clean_unicode`)."""
+    """Collapse runs of whitespace (titles and names must be one line); control characters,
+    bidirectional overrides and stray combining marks dropped (`clean_unicode`)."""
     return " ".join(clean_unicode(unicodedata.normalize("NFKC", value)).split())
 
 

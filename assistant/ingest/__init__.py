@@ -49,6 +49,9 @@ _SUFFIXES = {
     ".atom": "arxiv",
 }
 CHUNK = 256
+# Reading holds the bytes and the text at once (three times the file for CRLF text): beyond
+# this an import would pass 500 MB.
+MAX_FILE_BYTES = 200_000_000
 
 
 @dataclass
@@ -164,6 +167,13 @@ def _lines_note(numbers: list[int]) -> str:
 def read_text(path: Path) -> tuple[str, list[str]]:
     """The text of a file, and notes on how it was read (lines that were not UTF-8)."""
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES and path.is_file():
+            raise InputError(
+                f"the file is {size / 1e6:,.0f} MB; files over {MAX_FILE_BYTES / 1e6:,.0f} MB are not "
+                "read (an import holds its file in memory): split it into smaller files",
+                path=path,
+            )
         data = path.read_bytes()
     except FileNotFoundError:
         raise InputError("file not found", path=path) from None

@@ -4,13 +4,20 @@ Three kinds: a file's own `\\newcommand`/`\\def` definitions in its `@preamble`,
 macros of AASTeX (`aas_macros.sty`: `\\apj`, `\\mnras`...) that ADS exports put in `journal`,
 and a few common text macros. Any other macro the decoder does not know is made visible as
 written (`\\van{Gemund}{Van}{van}`) rather than dropped with its arguments glued together.
+
+Expansion is bounded: a macro met inside its own expansion (`\\def\\a{\\a\\a}`, which LaTeX
+would expand for ever) is shown as written, and a `Budget` caps the characters expansion may
+produce in one field and in one file, so that macros that multiply (`\\def\\b{\\c\\c\\c}`, ...)
+stop there; what is left is read as written.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from assistant.ingest.limits import EXPANDED, EXPANDED_FILE, NESTING
 
 
 @dataclass(frozen=True)
@@ -150,6 +157,34 @@ _PARAM = re.compile(r"#([1-9])")
 _DEPTH = 8  # macros expanding into macros: deep enough for real files, bounded for a loop
 
 
+@dataclass
+class Budget:
+    """The characters macro expansion may still produce: in the field being read (`left`, set by
+    `for_field`) and in the whole file (`file_left`). `over` says a field ran out; `looped` names
+    the macros met inside their own expansion; `shown` the file's macros shown as written (those
+    that expand into themselves: `looping`)."""
+
+    left: int = EXPANDED
+    file_left: int = EXPANDED_FILE
+    over: bool = False
+    looped: set[str] = field(default_factory=set)
+    shown: frozenset[str] = frozenset()
+
+    def for_field(self, limit: int = EXPANDED) -> Budget:
+        """This budget, for the next field: at most `limit` characters, what the file has left."""
+        self.left, self.over, self.looped = limit, False, set()
+        return self
+
+    def take(self, size: int) -> bool:
+        """Whether `size` more characters may be produced (they are counted if so)."""
+        if size > self.left or size > self.file_left:
+            self.over = True
+            return False
+        self.left -= size
+        self.file_left -= size
+        return True
+
+
 def _group_end(text: str, start: int) -> int:
     """The index just past the brace group opening at `start` (the text's end if unclosed)."""
     depth, i, n = 0, start, len(text)
@@ -196,10 +231,21 @@ def _substituted(body: str, args: list[str]) -> str:
     return _PARAM.sub(lambda m: args[int(m.group(1)) - 1] if int(m.group(1)) <= len(args) else "", body)
 
 
-def expand(text: str, macros: Mapping[str, Macro], known: Collection[str], depth: int = 0) -> str:
+def expand(
+    text: str,
+    macros: Mapping[str, Macro],
+    known: Collection[str],
+    depth: int = 0,
+    budget: Budget | None = None,
+    active: frozenset[str] = frozenset(),
+) -> str:
     """`text` with `macros` expanded and macros neither in `macros` nor `known` made visible:
     `\\name{a}{b}` becomes `\\textbackslash{}name\\{a\\}\\{b\\}`, which decodes to itself. Math
-    (`$...$`) is left as it is."""
+    (`$...$`) is left as it is. A macro inside its own expansion (`active`) is made visible too;
+    once `budget` is spent (or `NESTING` levels are reached) the rest is left as written."""
+    budget = Budget() if budget is None else budget
+    if depth > NESTING:
+        return text
     out: list[str] = []
     pos, math = 0, ""
     while (m := _TOKEN.search(text, pos)) is not None:
@@ -213,7 +259,12 @@ def expand(text: str, macros: Mapping[str, Macro], known: Collection[str], depth
             out.append(token)
             continue
         macro = macros.get(name)
-        if macro is not None and depth < _DEPTH:
+        if macro is not None and name in active:
+            budget.looped.add(name)  # LaTeX would expand it for ever: shown as written instead
+        elif name in budget.shown:
+            pass  # shown as written, whatever the decoder would make of it
+        elif macro is not None and depth < _DEPTH and not budget.over:
+            start = pos
             args: list[str] = []
             if not macro.args:  # as in LaTeX, a control word takes the spaces after it
                 while pos < len(text) and text[pos].isspace():
@@ -224,16 +275,19 @@ def expand(text: str, macros: Mapping[str, Macro], known: Collection[str], depth
             while len(args) < macro.args:
                 arg, pos = _argument(text, pos)
                 args.append(arg)
-            out.append("{" + expand(_substituted(macro.body, args), macros, known, depth + 1) + "}")
-            continue
-        if name in known or macro is not None:
-            out.append(token)
+            body = _substituted(macro.body, args)
+            if budget.take(len(body)):
+                out.append("{" + expand(body, macros, known, depth + 1, budget, active | {name}) + "}")
+                continue
+            pos = start  # the budget is spent: this macro and the file's after it are shown as written
+        elif macro is None and name in known or macro is not None and not budget.over:
+            out.append(token)  # the decoder's own, or a macro nested too deep to expand
             continue
         out.append(r"\textbackslash{}" + name)
         while pos < len(text) and text[pos] == "{":  # its arguments, braces shown
             end = _group_end(text, pos)
             inner = text[pos + 1 : end - 1] if text[end - 1 : end] == "}" else text[pos + 1 : end]
-            out.append(r"\{" + expand(inner, macros, known, depth + 1) + r"\}")
+            out.append(r"\{" + expand(inner, macros, known, depth + 1, budget, active) + r"\}")
             pos = end
     out.append(text[pos:])
     return "".join(out)
@@ -268,4 +322,48 @@ def preamble_macros(preamble: str) -> dict[str, Macro]:
             continue
         end = _group_end(preamble, pos)
         found[name.group(1)] = Macro(preamble[pos + 1 : end - 1], args, default)
+    return found
+
+
+def looping(macros: Mapping[str, Macro]) -> set[str]:
+    """The macros whose expansion comes back to themselves (`\\def\\a{\\a\\a}`, or `\\a` using
+    `\\b` using `\\a`), which LaTeX would expand for ever: the strongly connected parts of the
+    graph of which macro's body names which (Tarjan's algorithm, without recursion)."""
+    refs = {name: [m for m in _NAME.findall(macro.body) if m in macros] for name, macro in macros.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[str] = set()
+    for root in refs:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            name, child = work.pop()
+            if child == 0:
+                index[name] = low[name] = len(index)
+                stack.append(name)
+                on_stack.add(name)
+            if child < len(refs[name]):
+                work.append((name, child + 1))
+                nxt = refs[name][child]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in on_stack:
+                    low[name] = min(low[name], index[nxt])
+                continue
+            if low[name] == index[name]:
+                part = set()
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    part.add(top)
+                    if top == name:
+                        break
+                if len(part) > 1 or name in refs[name]:
+                    found |= part
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[name])
     return found

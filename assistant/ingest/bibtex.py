@@ -5,6 +5,11 @@ by CSL variable name (`pages` -> `page`, `address` -> `publisher-place`, `series
 `collection-title`...), names split the way BibTeX splits them (bibtexparser's name
 middlewares), fields with no CSL counterpart as the source wrote them, and the title's LaTeX
 too (its case protection and math), so that a .bib export gives the entry back.
+
+A hostile file costs bounded time and memory: `@string` expansion is capped per value and per
+file (`limits.EXPANDED`, `EXPANDED_FILE`), as is macro expansion (bibmacros.Budget); a field far
+beyond its cap is cut before it is decoded, and one nesting braces deeper than `limits.NESTING`
+costs its entry (a skipped line), never minutes of decoding.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_la
 from pylatexenc.latexwalker import get_default_latex_context_db as get_default_parsing_context_db
 
 from assistant.errors import InputError, in_words
+from assistant.ingest import limits
 from assistant.ingest.base import ParseResult
-from assistant.ingest.bibmacros import BUILTIN, SILENT, Macro, expand, preamble_macros
+from assistant.ingest.bibmacros import BUILTIN, SILENT, Budget, Macro, expand, looping, preamble_macros
 from assistant.ingest.records import RecordError, record_to_paper
 
 # Damaged entries are reported by us, with file and line; the library's own log would repeat them.
@@ -144,24 +150,25 @@ _LATEX_MARKUP = re.compile(r"[\\$~]|--|``|''")
 _ESCAPED = re.compile(r"\\([%&#_${}])")
 
 
-def _decode(value: str, macros: Mapping[str, Macro] = BUILTIN) -> str:
-    """A field's LaTeX as text: `macros` (a file's own, the journal macros) expanded, other
-    macros the decoder does not know left visible, never dropped with their arguments glued."""
+def _decode(value: str, macros: Mapping[str, Macro] = BUILTIN, budget: Budget | None = None) -> str:
+    """A field's LaTeX as text: `macros` (a file's own, the journal macros) expanded within
+    `budget`, other macros the decoder does not know left visible, never dropped with their
+    arguments glued."""
     # Escaped specials (\% \& ...) are the common case in abstracts; the full LaTeX decoder is
     # slow (milliseconds a field), so it only sees text that still has markup after them.
     if not _LATEX_MARKUP.search(_ESCAPED.sub("", value)):
         return _ESCAPED.sub(r"\1", _UNESCAPED_BRACES.sub("", value))
     if "\\" in value:
-        value = expand(value, macros, _KNOWN)
+        value = expand(value, macros, _KNOWN, budget=budget)
     try:
         return str(_LATEX.latex_to_text(value))
     except Exception:  # pylatexenc gives up on some damaged input; keep the raw text then
         return value
 
 
-def _decode_block(value: str, macros: Mapping[str, Macro] = BUILTIN) -> str:
+def _decode_block(value: str, macros: Mapping[str, Macro] = BUILTIN, budget: Budget | None = None) -> str:
     """A decoded prose field whose line breaks matter (a note): each paragraph decoded."""
-    return "\n\n".join(_decode(p, macros) for p in re.split(r"\n\s*\n", value.strip()))
+    return "\n\n".join(_decode(p, macros, budget) for p in re.split(r"\n\s*\n", value.strip()))
 
 
 # An accent command outside braces (`Espa\~na`, `Mu\~{n}oz`, `Ng\^{e}n`): BibTeX's name
@@ -169,15 +176,18 @@ def _decode_block(value: str, macros: Mapping[str, Macro] = BUILTIN) -> str:
 _BARE_ACCENT = re.compile(r"(?<!\{)(\\[`'^\"~=.])\s*(\{\\?[A-Za-z]\}|\\[ij](?![A-Za-z]) ?|[A-Za-z])")
 
 
-def person(raw: str, macros: Mapping[str, Macro] = BUILTIN) -> dict[str, str] | None:
+def person(
+    raw: str, macros: Mapping[str, Macro] = BUILTIN, budget: Budget | None = None
+) -> dict[str, str] | None:
     """One BibTeX name in parts (bibtexparser splits it as BibTeX does); None for `others`."""
     if raw.strip().lower() == "others":
         return None
+    budget = (Budget() if budget is None else budget).for_field(limits.read_limit(limits.NAME))
     raw = _BARE_ACCENT.sub(lambda m: "{" + m.group(1) + m.group(2) + "}", raw)
     try:
         parts = parse_single_name_into_parts(raw, strict=False)
     except Exception:  # a name bibtexparser cannot split: keep it whole
-        return {"literal": _line(_decode(raw, macros))}
+        return {"literal": _line(_decode(raw, macros, budget))}
     words = [*parts.first, *parts.von, *parts.last, *parts.jr]
     if (
         not parts.first
@@ -188,37 +198,122 @@ def person(raw: str, macros: Mapping[str, Macro] = BUILTIN) -> dict[str, str] | 
         and parts.last[0].endswith("}")
         and " " in parts.last[0].strip("{} ")
     ):
-        return {"literal": _line(_decode(parts.last[0], macros))}
+        return {"literal": _line(_decode(parts.last[0], macros, budget))}
     if not words:
         return None
     out = {
-        "given": _line(_decode(" ".join(parts.first), macros)),
-        "particle": _line(_decode(" ".join(parts.von), macros)),
-        "family": _line(_decode(" ".join(parts.last), macros)),
-        "suffix": _line(_decode(" ".join(parts.jr), macros)),
+        "given": _line(_decode(" ".join(parts.first), macros, budget)),
+        "particle": _line(_decode(" ".join(parts.von), macros, budget)),
+        "family": _line(_decode(" ".join(parts.last), macros, budget)),
+        "suffix": _line(_decode(" ".join(parts.jr), macros, budget)),
     }
     return {k: v for k, v in out.items() if v}
 
 
-def _people(value: Any, macros: Mapping[str, Macro] = BUILTIN) -> tuple[list[dict[str, str]], bool]:
-    """(the names of a name field, whether it ended in `and others`)."""
+def _people(
+    value: Any, macros: Mapping[str, Macro] = BUILTIN, budget: Budget | None = None
+) -> tuple[list[dict[str, str]], bool]:
+    """(the names of a name field, whether it ended in `and others`: as it does when it names
+    more than the store keeps, `limits.AUTHORS`, which are the ones read)."""
     names = value if isinstance(value, list) else split_multiple_persons_names(str(value))
-    people = [person(n, macros) for n in names if n.strip()]
-    return [p for p in people if p], any(p is None for p in people)
+    people = [person(n, macros, budget) for n in names[: limits.AUTHORS] if n.strip()]
+    return [p for p in people if p], len(names) > limits.AUTHORS or any(p is None for p in people)
 
 
 def _display(p: dict[str, str]) -> str:
     return p.get("literal") or " ".join(p[k] for k in ("given", "particle", "family", "suffix") if p.get(k))
 
 
+# How much of a field is read (the rest is cut unread): a few times what the store keeps of it.
+_READ = {
+    "title": limits.read_limit(limits.TITLE),
+    **dict.fromkeys(("abstract", "note", "annote"), limits.read_limit(limits.ABSTRACT)),
+    **dict.fromkeys(("author", "editor"), limits.read_limit(limits.AUTHORS * 20)),
+    "keywords": limits.read_limit(limits.CATEGORIES * limits.CATEGORY),
+    **dict.fromkeys(
+        _PROSE - {"title", "abstract", "note", "annote", "keywords"}, limits.read_limit(limits.SHORT_FIELD)
+    ),
+}
+# The paper's own fields, cut to their cap at once when their source is cut.
+_PAPER_CAPS = {"title": limits.TITLE, "abstract": limits.ABSTRACT}
+
+
+def _nesting(value: str) -> int:
+    """How deep the braces of a field nest (escaped braces are text)."""
+    if value.count("{") <= limits.NESTING:
+        return value.count("{")
+    depth = deepest = 0
+    for m in _UNESCAPED_BRACES.finditer(value):
+        depth = depth + 1 if m.group() == "{" else max(0, depth - 1)
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _bounded(fields: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], dict[str, int]]:
+    """The fields (names lower case) each within what is read of it, and the sizes of those cut;
+    a field that nests braces deeper than the decoder reads costs the entry (RecordError)."""
+    out: dict[str, Any] = {}
+    cut: dict[str, int] = {}
+    for name, value in fields.items():
+        name = name.lower()
+        if isinstance(value, str):
+            most = _READ.get(name, limits.RECORD)
+            if len(value) > most:
+                cut[name] = len(value)
+                value = value[:most]
+                if name not in _PAPER_CAPS:
+                    notes.append(f"{limits.cut_note(repr(name), cut[name], most)} before it was read")
+            depth = _nesting(value)
+            if depth > limits.NESTING:
+                raise RecordError(
+                    f"'{name}' nests braces {depth:,} deep, more than the {limits.NESTING} levels "
+                    "that are read: the entry is skipped"
+                )
+        out[name] = value
+    return out, cut
+
+
+def _prose(
+    fields: dict[str, Any], macros: Mapping[str, Macro], budget: Budget, notes: list[str]
+) -> dict[str, str]:
+    """The prose fields decoded, macro expansion within each one's budget (with a note if not)."""
+    prose: dict[str, str] = {}
+    for name, value in fields.items():
+        if name not in _PROSE:
+            continue
+        budget.for_field(_READ[name])
+        prose[name] = _decode(str(value), macros, budget)
+        if budget.looped:
+            shown = ", ".join(f"\\{m}" for m in sorted(budget.looped))
+            notes.append(f"'{name}': the macro {shown} is defined by itself: shown as written")
+        if budget.over:
+            notes.append(
+                f"'{name}': its macros expand beyond {_READ[name]:,} characters (or the file's "
+                f"{limits.EXPANDED_FILE:,} in all): the rest is read as written"
+            )
+    return prose
+
+
 def entry_to_record(
-    fields: dict[str, Any], key: str, entry_type: str, macros: Mapping[str, Macro] = BUILTIN
+    fields: dict[str, Any],
+    key: str,
+    entry_type: str,
+    macros: Mapping[str, Macro] = BUILTIN,
+    notes: list[str] | None = None,
+    budget: Budget | None = None,
 ) -> dict[str, Any]:
     """One entry's fields as a record; `macros` are the LaTeX macros its file defines (with the
-    journal macros), expanded in prose fields and names."""
-    f = {k.lower(): v for k, v in fields.items()}
+    journal macros), expanded in prose fields and names within `budget` (the file's). What was
+    cut on the way is said in `notes`."""
+    notes = [] if notes is None else notes
+    budget = Budget() if budget is None else budget
+    f, cut = _bounded(fields, notes)
     kind = entry_type.lower()
-    prose = {k: _decode(str(v), macros) for k, v in f.items() if k in _PROSE}
+    prose = _prose(f, macros, budget, notes)
+    for name, cap in _PAPER_CAPS.items():
+        if name in cut:
+            notes.append(limits.cut_note(name, cut[name], cap))
+            prose[name] = limits.cut(_line(prose[name]), cap)
     record: dict[str, Any] = {"title": _line(prose.get("title", ""))}
     biblio: dict[str, Any] = {
         "type": TYPES.get(kind, "document"),
@@ -231,7 +326,9 @@ def entry_to_record(
         record["abstract"] = _line(prose["abstract"])
     for role in ("author", "editor"):
         if f.get(role):
-            people, others = _people(f[role], macros)
+            people, others = _people(f[role], macros, budget)
+            if len(people) == limits.AUTHORS and others:
+                notes.append(f"'{role}': the first {limits.AUTHORS:,} names kept, and others")
             biblio[f"{role}s"] = people
             if others:
                 source[f"{role}_others"] = True
@@ -304,7 +401,7 @@ def entry_to_record(
         if not f.get(name) or variable in kept:
             continue
         if name in ("note", "annote"):
-            kept[variable] = _decode_block(str(f[name]), macros)
+            kept[variable] = _decode_block(str(f[name]), macros, budget.for_field(_READ[name]))
         elif name in _PROSE:
             kept[variable] = _line(prose[name])
         else:
@@ -313,7 +410,7 @@ def entry_to_record(
         if name not in _HANDLED and name not in FIELDS and name not in source:
             source[name] = str(value)
     raw_title = str(f.get("title", ""))
-    if raw_title and raw_title != record["title"]:
+    if raw_title and raw_title != record["title"] and "title" not in cut:
         source["title"] = raw_title  # its case protection and math, for the .bib export
     biblio["fields"] = kept
     biblio["source_fields"] = source
@@ -328,36 +425,95 @@ class ResolveStrings(LibraryMiddleware):
 
     bibtexparser's own middleware replaces a value that is a single macro; a concatenation
     would stay a literal `JdK # "...` that every export repeated. Unknown macros (the month
-    names) stay as their names."""
+    names) stay as their names. A value never expands beyond `limits.EXPANDED` characters (a
+    chain of @strings that doubles would reach terabytes): it is cut there, with a note; once
+    the file's expansions reach `budget.file_left` characters, @strings stay as their names."""
 
     @classmethod
     def metadata_key(cls) -> str:
         return "triage_resolve_strings"
 
-    def __init__(self) -> None:
+    def __init__(self, budget: Budget | None = None) -> None:
         super().__init__()
         self.strings: dict[str, str] = {}  # the file's @string values, for entries read later
+        self.budget = Budget() if budget is None else budget  # shared with the file's macros
+        self.notes: list[tuple[int | None, str]] = []  # (line, what was cut) for the file's notes
+        self.cut: set[str] = set()  # the @strings cut to the cap
+        self.spent = False  # the file's expansion budget ran out
 
     def transform(self, library: Library) -> Library:
         strings = self.strings
         for block in library.strings:
-            strings[block.key.lower()] = self.resolve(str(block.value), strings, braced=False)
-            block.value = strings[block.key.lower()]
+            key = block.key.lower()
+            strings[key] = self.resolve(str(block.value), strings, braced=False, what=("string", key, block))
+            block.value = strings[key]
         for entry in library.entries:
             for field in entry.fields:
                 if isinstance(field.value, str):
-                    field.value = self.resolve(field.value, strings, braced=True)
+                    field.value = self.resolve(
+                        field.value, strings, braced=True, what=("field", field.key, entry)
+                    )
         return library
 
-    @staticmethod
-    def resolve(value: str, strings: dict[str, str], braced: bool) -> str:
+    def resolve(
+        self, value: str, strings: dict[str, str], braced: bool, what: tuple[str, str, Any] | None = None
+    ) -> str:
+        """A raw value with its @strings in place (`what`: kind, name and block, for a note)."""
         parts = _concatenated(value)
         if parts is None:
             return value
-        text = "".join(strings.get(p.lower(), p) if kind == "macro" else p for kind, p in parts)
         if braced and len(parts) == 1 and parts[0][0] == "literal":
             return value
+        pieces: list[str] = []
+        room, inherited, over = limits.EXPANDED, False, False
+        for kind, part in parts:
+            text = part
+            if kind == "macro" and part.lower() in strings:
+                known = strings[part.lower()]
+                if min(len(known), room) > self.budget.file_left:
+                    self._spend(part, what)
+                else:
+                    text = known
+                    self.budget.file_left -= min(len(known), room)
+                    inherited = inherited or part.lower() in self.cut
+            if len(text) > room:
+                pieces.append(text[:room])
+                over = True
+                break
+            pieces.append(text)
+            room -= len(text)
+        text = "".join(pieces)
+        if over and what is not None:
+            self._cut(what, inherited)
         return "{" + text + "}" if braced else text
+
+    def _cut(self, what: tuple[str, str, Any], inherited: bool) -> None:
+        kind, name, block = what
+        beyond = f"expands beyond {limits.EXPANDED:,} characters; cut"
+        if kind == "string":
+            self.cut.add(name)
+            if not inherited:  # a chain of @strings is said once, at its first one cut
+                self.notes.append((_line_of(block), f"the @string '{name}' {beyond}"))
+        else:
+            self.notes.append((_line_of(block), f"{_label(block)}: '{name}' {beyond}"))
+
+    def _spend(self, name: str, what: tuple[str, str, Any] | None) -> None:
+        if self.spent:
+            return
+        self.spent = True
+        line = _line_of(what[2]) if what is not None else None
+        self.notes.append(
+            (
+                line,
+                f"the file's @strings expand beyond {limits.EXPANDED_FILE:,} characters in all: "
+                f"'{name}' and those after it are left as their names",
+            )
+        )
+
+
+_DELIMITERS = re.compile(r'[{}"]')
+_BARE_TOKEN = re.compile(r'[^\s#{}"]+')
+_SPACES = re.compile(r"\s*")
 
 
 def _concatenated(value: str) -> list[tuple[str, str]] | None:
@@ -366,37 +522,37 @@ def _concatenated(value: str) -> list[tuple[str, str]] | None:
     parts: list[tuple[str, str]] = []
     i, n = 0, len(value)
     while i < n:
-        while i < n and value[i].isspace():
-            i += 1
+        i = _SPACES.match(value, i).end()  # type: ignore[union-attr]  # it matches the empty string
         if i >= n:
             break
         ch = value[i]
         if ch in '{"':
-            depth, j = 0, i if ch == "{" else i + 1
-            while j < n:
-                c = value[j]
+            # Only the delimiters are visited: a value of megabytes has few of them.
+            depth, end = 0, None
+            for m in _DELIMITERS.finditer(value, i if ch == "{" else i + 1):
+                c = m.group()
                 if c == "{":
                     depth += 1
                 elif c == "}":
                     depth -= 1
                     if depth == 0 and ch == "{":
+                        end = m.start()
                         break
-                elif c == '"' and depth == 0 and ch == '"':
+                elif depth == 0 and ch == '"':
+                    end = m.start()
                     break
-                j += 1
-            if j >= n:
+            if end is None:
                 return None
-            parts.append(("literal", value[i + 1 : j]))
-            i = j + 1
+            parts.append(("literal", value[i + 1 : end]))
+            i = end + 1
         else:
-            m = re.match(r"[^\s#{}\"]+", value[i:])
-            if not m:
+            bare = _BARE_TOKEN.match(value, i)
+            if not bare:
                 return None
-            token = m.group()
+            token = bare.group()
             parts.append(("literal" if token.isdigit() else "macro", token))
             i += len(token)
-        while i < n and value[i].isspace():
-            i += 1
+        i = _SPACES.match(value, i).end()  # type: ignore[union-attr]
         if i < n:
             if value[i] != "#":
                 return None
@@ -489,7 +645,7 @@ class _Entries:
         return fields
 
 
-def _recovered(block: Any, strings: dict[str, str], notes: list[str]) -> Entry | None:
+def _recovered(block: Any, resolver: ResolveStrings, notes: list[str]) -> Entry | None:
     """The entry of a block bibtexparser refused for a repeated key or field (BibTeX reads
     both: a repeated field keeps its first value), with the file's @strings applied."""
     if not isinstance(block, DuplicateBlockKeyBlock | DuplicateFieldKeyBlock):
@@ -510,7 +666,8 @@ def _recovered(block: Any, strings: dict[str, str], notes: list[str]) -> Entry |
             continue
         first[field.key.lower()] = field
         if isinstance(field.value, str):
-            field.value = ResolveStrings.resolve(field.value, strings, braced=True)
+            what = ("field", field.key, entry)
+            field.value = resolver.resolve(field.value, resolver.strings, braced=True, what=what)
     recovered = Entry(entry.entry_type, entry.key, list(first.values()), entry.start_line, entry.raw)
     return RemoveEnclosingMiddleware().transform_entry(recovered, Library())
 
@@ -525,7 +682,8 @@ def _line_of(block: Any) -> int | None:
 
 
 def parse_bibtex(path: Path, text: str) -> ParseResult:
-    resolver = ResolveStrings()
+    budget = Budget()  # the file's expansion, @strings and macros together
+    resolver = ResolveStrings(budget)
     try:
         library = bibtexparser.parse_string(  # type: ignore[attr-defined]
             text, parse_stack=[resolver, RemoveEnclosingMiddleware()]
@@ -535,13 +693,24 @@ def parse_bibtex(path: Path, text: str) -> ParseResult:
     result = ParseResult()
     source = f"bibtex:{path.name}"
     macros: dict[str, Macro] = dict(BUILTIN)
+    defined: dict[str, int | None] = {}  # the line of the @preamble that defined each macro
     for preamble in library.preambles:
         parts = _concatenated(str(preamble.value))
-        macros.update(preamble_macros("".join(p for _, p in parts) if parts else str(preamble.value)))
+        found = preamble_macros("".join(p for _, p in parts) if parts else str(preamble.value))
+        macros.update(found)
+        defined.update(dict.fromkeys(found, _line_of(preamble)))
+    budget.shown = frozenset(looping(macros))
+    for name in sorted(budget.shown):
+        del macros[name]
+        where = InputError("", path=path, line=defined.get(name)).location_text()
+        result.notes.append(
+            f"{where}the @preamble macro \\{name} expands into itself (LaTeX would never finish): "
+            "it is shown as written"
+        )
     entries = list(library.entries)
     for block in library.failed_blocks:
         notes: list[str] = []
-        entry = _recovered(block, resolver.strings, notes)
+        entry = _recovered(block, resolver, notes)
         if entry is not None:
             entries.append(entry)
             where = InputError("", path=path, line=_line_of(block)).location_text()
@@ -553,6 +722,8 @@ def parse_bibtex(path: Path, text: str) -> ParseResult:
         result.errors.append(
             InputError(f"unreadable BibTeX entry: {reason}", path=path, line=_line_of(block))
         )
+    for line, note in resolver.notes:
+        result.notes.append(f"{InputError('', path=path, line=line).location_text()}{note}")
     entries.sort(key=lambda e: e.start_line if e.start_line is not None else -1)
     resolved = _Entries(entries)
     for i, entry in enumerate(entries):
@@ -560,10 +731,11 @@ def parse_bibtex(path: Path, text: str) -> ParseResult:
             continue  # biblatex groups and shared data: not papers (their members are)
         result.records += 1
         line = _line_of(entry)
+        notes = []
         try:
             fields = resolved.fields(i)
-            record = entry_to_record(fields, entry.key, entry.entry_type, macros)
-            result.papers.append(record_to_paper(record, source))
+            record = entry_to_record(fields, entry.key, entry.entry_type, macros, notes, budget)
+            result.papers.append(record_to_paper(record, source, notes))
         except RecordError as exc:
             result.errors.append(InputError(f"{_label(entry)}: {exc}", path=path, line=line))
         except Exception as exc:  # one entry's surprise costs that entry, not the file
@@ -574,4 +746,7 @@ def parse_bibtex(path: Path, text: str) -> ParseResult:
                     line=line,
                 )
             )
+            continue
+        where = InputError("", path=path, line=line).location_text()
+        result.notes.extend(f"{where}{_label(entry)}: {note}" for note in notes)
     return result

@@ -5,6 +5,12 @@ runaway string in a .bib): stored whole it would be embedded, assessed and expor
 size. Each field is cut to a size no real record reaches, with a note saying what was cut. The
 reference manager's record kept beside the paper (`Paper.biblio`: item type, names, keywords,
 every other field) is cut the same way.
+
+Importers cut a field far beyond its cap before the slow work on it (LaTeX decoding, Unicode
+cleaning), with `read_limit`: decoding 20 MB of LaTeX takes minutes, cleaning 200 MB gigabytes.
+Expansion in a .bib file (`@string` chains that double, `@preamble` macros that multiply) is
+capped per field (`EXPANDED`) and per file (`EXPANDED_FILE`), and a field nesting braces deeper
+than `NESTING` is not given to the LaTeX decoder (its time grows with the square of the depth).
 """
 
 from __future__ import annotations
@@ -26,6 +32,26 @@ EXTRA = 64_000  # characters of the source's other fields, as JSON
 TYPE = 100  # characters of the record's item type (`article-journal`, `phdthesis`, `JOUR`)
 LONG_FIELDS = frozenset({"note", "annote", "abstract"})  # record fields as long as an abstract
 RECORD = 64_000  # characters of the record's fields and raw source fields together, as JSON
+EXPANDED = RECORD  # characters one @string, macro or field may expand to: the largest a record keeps
+EXPANDED_FILE = 10_000_000  # characters of @string and macro expansion in one file, all told
+NESTING = 100  # brace levels of a .bib field the LaTeX decoder reads (real ones nest a few)
+
+
+def read_limit(limit: int) -> int:
+    """How much of a source field is read to fill a field of `limit` characters: markup (LaTeX,
+    runs of spaces) shrinks when it is decoded, so four times as much; the rest is cut unread."""
+    return 4 * limit
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut with an ellipsis if it is longer: within them still
+    once cleaned again (`clean_text`, as a paper's title is, spells the ellipsis as three dots)."""
+    return text if len(text) <= limit else _cut(text, limit - 2)
+
+
+def cut_note(name: str, size: int, limit: int) -> str:
+    """The note for a field of `size` characters cut to `limit` (what `cap_fields` says too)."""
+    return f"{name} cut from {size:,} to {limit:,} characters"
 
 
 def _cut(text: str, limit: int) -> str:
@@ -39,7 +65,7 @@ def _size(value: Any) -> int:
 def _text(name: str, value: str, limit: int, notes: list[str]) -> str:
     if len(value) <= limit:
         return value
-    notes.append(f"{name} cut from {len(value):,} to {limit:,} characters")
+    notes.append(cut_note(name, len(value), limit))
     return _cut(value, limit)
 
 

@@ -1,13 +1,19 @@
-"""Turn a loose record (a dict from JSON, CSV, ...) into a Paper, or say what is wrong with it."""
+"""Turn a loose record (a dict from JSON, CSV, ...) into a Paper, or say what is wrong with it.
+
+A field far beyond what the store keeps of it (`limits`) is cut before it is cleaned, with a
+note: cleaning a 200 MB string takes a minute and gigabytes, its first characters milliseconds.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
 from pydantic import ValidationError
 
+from assistant.ingest import limits
 from assistant.models import Biblio, Paper, Person, clean_block, clean_text
 
 KNOWN_FIELDS = (
@@ -59,12 +65,65 @@ def unlabelled(abstract: str) -> str:
     return abstract[label.end() :]
 
 
-def _text(name: str, value: Any) -> str | None:
+# What the store keeps of each text field of a paper (the others: limits.SHORT_FIELD).
+_CAPS = {"title": limits.TITLE, "abstract": limits.ABSTRACT}
+
+
+def _bounded(
+    name: str, text: str, limit: int, notes: list[str] | None, clean: Callable[[str], str] = clean_text
+) -> str:
+    """`clean(text)`; a text far beyond `limit` (`limits.read_limit`) is cut to `limit` from the
+    cleaned first part of it, with a note (`limits.cap_fields` cuts one a little over)."""
+    most = limits.read_limit(limit)
+    if len(text) <= most:
+        return clean(text)
+    if notes is not None:
+        notes.append(limits.cut_note(name, len(text), limit))
+    return limits.cut(clean(text[:most]), limit)
+
+
+def _shrunk(value: Any, room: int) -> Any:
+    """A JSON-like value with its text cut and its lists and objects shortened to about `room`
+    characters (one over it when it was longer, so that `limits.cap_fields` still drops it for
+    size, with its note, without first measuring gigabytes)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value[: room + 1] if isinstance(value, str) else value
+    left = room + 1
+
+    def walk(item: Any) -> Any:
+        nonlocal left
+        if isinstance(item, str):
+            item = item[: max(left, 0)]
+            left -= len(item)
+            return item
+        if isinstance(item, list | tuple):
+            kept = []
+            for x in item:
+                if left <= 0:
+                    break
+                left -= 2
+                kept.append(walk(x))
+            return tuple(kept) if isinstance(item, tuple) else kept
+        if isinstance(item, dict):
+            out = {}
+            for k, x in item.items():
+                if left <= 0:
+                    break
+                left -= len(str(k)) + 4
+                out[k] = walk(x)
+            return out
+        left -= 8
+        return item
+
+    return walk(value)
+
+
+def _text(name: str, value: Any, notes: list[str] | None = None) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise RecordError(f"'{name}' must be text, got {type(value).__name__}")
-    text = clean_text(str(value))
+    text = _bounded(name, str(value), _CAPS.get(name, limits.SHORT_FIELD), notes)
     return text or None
 
 
@@ -86,11 +145,19 @@ def split_author_string(value: str) -> list[str]:
     return names
 
 
-def _text_list(name: str, value: Any, separators: str | None) -> list[str]:
+def _text_list(name: str, value: Any, separators: str | None, notes: list[str] | None = None) -> list[str]:
     if value is None:
         return []
+    count, length = (
+        (limits.AUTHORS, limits.NAME) if name == "authors" else (limits.CATEGORIES, limits.CATEGORY)
+    )
     parts: list[str]
     if isinstance(value, str):
+        most = limits.read_limit(count * 20)  # far more than `count` items of any real list
+        if len(value) > most:
+            if notes is not None:
+                notes.append(f"{limits.cut_note(name, len(value), most)} before it was read")
+            value = value[:most]
         parts = split_author_string(value) if separators is None else re.split(separators, value)
     elif isinstance(value, list):
         parts = []
@@ -104,7 +171,11 @@ def _text_list(name: str, value: Any, separators: str | None) -> list[str]:
             parts.append(str(item))
     else:
         raise RecordError(f"'{name}' must be a list or text, got {type(value).__name__}")
-    return [t for t in (clean_text(p) for p in parts) if t]
+    if len(parts) > count:
+        if notes is not None:
+            notes.append(f"{name}: {len(parts):,} kept as {count:,}")
+        parts = parts[:count]
+    return [t for t in (clean_text(p[: limits.read_limit(length)]) for p in parts) if t]
 
 
 FIRST_YEAR, LAST_YEAR = 1000, 2999
@@ -127,7 +198,7 @@ def _year(value: Any, notes: list[str]) -> int | None:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         kind = "true/false" if isinstance(value, bool) else type(value).__name__
         raise RecordError(f"'year' must be a year such as 2021, got {kind}")
-    text = clean_text(str(value))
+    text = clean_text(str(value)[:100])  # no year is longer; the note shows the first characters
     found = _YEAR_TEXT.fullmatch(text)
     year = int(found.group(1)) if found else None
     if year is None or not plausible_year(year):
@@ -155,7 +226,7 @@ def _iso_date(text: str) -> str | None:
 def _date(value: Any, notes: list[str]) -> str | None:
     """The date as ISO text, or None (with a note) for one that cannot be read: the paper is
     kept without a date. A value that is not text or a number at all is a RecordError."""
-    text = _text("date", value)
+    text = _text("date", value, notes)
     if text is None:
         return None
     iso = _iso_date(text)
@@ -166,14 +237,16 @@ def _date(value: Any, notes: list[str]) -> str | None:
 
 
 def _clean_person(person: Person) -> Person | None:
-    values = {k: clean_text(v) for k, v in person.model_dump().items() if v}
+    most = limits.read_limit(limits.NAME)
+    values = {k: clean_text(v[:most]) for k, v in person.model_dump().items() if v}
     cleaned = Person(**values)
     return cleaned if cleaned.display else None
 
 
-def _biblio(value: Any) -> Biblio | None:
+def _biblio(value: Any, notes: list[str] | None = None) -> Biblio | None:
     """The source's bibliographic record (a Biblio or its dict), cleaned (`limits.cap_fields`
-    cuts it to size when it is stored, and says what it cut)."""
+    cuts it to size when it is stored, and says what it cut; a field far beyond its cap is cut
+    here, before it is cleaned)."""
     if value is None or value == {}:
         return None
     try:
@@ -184,15 +257,27 @@ def _biblio(value: Any) -> Biblio | None:
         raise RecordError(f"'biblio.{where}': {first['msg']}") from None
     fields = {}
     for name, text in biblio.fields.items():
-        cleaned = clean_block(str(text)) if name in _BLOCK_FIELDS else clean_text(str(text))
+        limit = limits.ABSTRACT if name in limits.LONG_FIELDS else limits.SHORT_FIELD
+        clean = clean_block if name in _BLOCK_FIELDS else clean_text
+        cleaned = _bounded(f"biblio.{name}", str(text), limit, notes, clean)
         if cleaned:
             fields[name] = cleaned
+    people = {}
+    for role in ("authors", "editors"):
+        listed: list[Person] = getattr(biblio, role)
+        if len(listed) > limits.AUTHORS and notes is not None:
+            notes.append(f"biblio.{role}: {len(listed):,} kept as {limits.AUTHORS:,}")
+        people[role] = [p for p in map(_clean_person, listed[: limits.AUTHORS]) if p]
+    keywords = biblio.keywords[: limits.CATEGORIES]
+    if len(biblio.keywords) > limits.CATEGORIES and notes is not None:
+        notes.append(f"biblio.keywords: {len(biblio.keywords):,} kept as {limits.CATEGORIES:,}")
+    most = limits.read_limit(limits.CATEGORY)
     return biblio.model_copy(
         update={
-            "authors": [p for p in map(_clean_person, biblio.authors) if p],
-            "editors": [p for p in map(_clean_person, biblio.editors) if p],
+            **people,
             "fields": fields,
-            "keywords": [k for k in map(clean_text, biblio.keywords) if k],
+            "keywords": [k for k in (clean_text(k[:most]) for k in keywords) if k],
+            "source_fields": {k: _shrunk(v, limits.RECORD) for k, v in biblio.source_fields.items()},
         }
     )
 
@@ -203,13 +288,13 @@ def record_to_paper(record: Any, source: str, notes: list[str] | None = None) ->
     notes = [] if notes is None else notes
     if not isinstance(record, dict):
         raise RecordError(f"expected an object with a 'title', got {type(record).__name__}")
-    title = _text("title", record.get("title"))
+    title = _text("title", record.get("title"), notes)
     if not title:
         raise RecordError("record has no title")
-    raw_id = _text("id", record.get("id"))
-    arxiv_id = _text("arxiv_id", record.get("arxiv_id"))
-    doi = _text("doi", record.get("doi"))
-    extra = {k: v for k, v in record.items() if k not in KNOWN_FIELDS}
+    raw_id = _text("id", record.get("id"), notes)
+    arxiv_id = _text("arxiv_id", record.get("arxiv_id"), notes)
+    doi = _text("doi", record.get("doi"), notes)
+    extra = {k: _shrunk(v, limits.EXTRA) for k, v in record.items() if k not in KNOWN_FIELDS}
     if raw_id:
         low = raw_id.lower()
         if low.startswith("arxiv:") and not arxiv_id:
@@ -218,8 +303,8 @@ def record_to_paper(record: Any, source: str, notes: list[str] | None = None) ->
             doi = raw_id[len("doi:") :]
         elif not low.startswith(("title:", *_ID_PREFIXES)):
             extra["source_id"] = raw_id
-    biblio = _biblio(record.get("biblio"))
-    authors = _text_list("authors", record.get("authors"), None)
+    biblio = _biblio(record.get("biblio"), notes)
+    authors = _text_list("authors", record.get("authors"), None, notes)
     if biblio and biblio.authors and not authors:
         authors = [p.display for p in biblio.authors]
     dt = _date(record.get("date"), notes)
@@ -228,20 +313,20 @@ def record_to_paper(record: Any, source: str, notes: list[str] | None = None) ->
         year = int(dt[:4])
     elif year is None and record.get("year") in (None, "") and isinstance(record.get("date"), str):
         # An unreadable date with a year in it (`May 2020`, `03.05.2020`) still gives the year.
-        found = _YEAR_IN_TEXT.search(record["date"])
+        found = _YEAR_IN_TEXT.search(record["date"][: limits.SHORT_FIELD])
         year = int(found.group(1)) if found and plausible_year(int(found.group(1))) else None
     try:
         return Paper.create(
             title=title,
-            abstract=unlabelled(_text("abstract", record.get("abstract")) or ""),
+            abstract=unlabelled(_text("abstract", record.get("abstract"), notes) or ""),
             authors=authors,
             year=year,
             date=dt,
-            venue=_text("venue", record.get("venue")),
-            categories=_text_list("categories", record.get("categories"), r"[,;\s]+"),
+            venue=_text("venue", record.get("venue"), notes),
+            categories=_text_list("categories", record.get("categories"), r"[,;\s]+", notes),
             arxiv_id=arxiv_id,
             doi=doi,
-            url=_text("url", record.get("url")),
+            url=_text("url", record.get("url"), notes),
             sources=[source],
             extra=extra,
             biblio=biblio,
