@@ -49,6 +49,12 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("s2_api_key", "S2_API_KEY")
     )
     rss_delay: float = Field(default=1.0, ge=0, description="seconds between requests to one RSS/Atom host")
+    http_deadline: float = Field(
+        default=30.0, gt=0, description="seconds one network request may take, retries and waits included"
+    )
+    http_max_mb: float = Field(
+        default=50.0, gt=0, description="largest answer (MB, once decompressed) read from a provider"
+    )
     smtp_host: str | None = Field(default=None, description="SMTP server that sends the daily digest")
     smtp_port: int = Field(default=587, description="SMTP port (587: STARTTLS, 465: TLS, 25: plain)")
     smtp_user: str | None = Field(default=None, description="SMTP login")

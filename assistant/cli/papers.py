@@ -114,7 +114,7 @@ def ingest(
     reports = run_ingest(files or [], format.lower() if format else None) if files else []
     if arxiv or arxiv_id:
         settings = state.settings
-        client = ArxivClient(base_url=settings.arxiv_url, delay=settings.arxiv_delay)
+        client = ArxivClient.from_settings(settings)
         with progress() as bar:
             task = bar.add_task("querying arXiv", total=None)
             report = ingest_arxiv(

@@ -70,12 +70,18 @@ def fetch_s2_author(spec: FeedSpec, state: FeedState, ctx: Context) -> Batch:
     for _ in range(AUTHOR_PAGES_MAX):
         if offset is None:
             break
-        data = client.get_json(
+        data, cut = client.get_items(
             f"{_base(ctx)}/graph/v1/author/{spec.author}/papers",
+            AUTHOR_PAGE,
             params={"fields": FIELDS, "offset": offset, "limit": AUTHOR_PAGE},
         )
         if not isinstance(data, dict) or not isinstance(data.get("data"), list):
             raise FetchError("the Semantic Scholar API answered without a 'data' list of papers")
+        if cut:
+            batch.notes.append(
+                f"the Semantic Scholar API sent more than the {AUTHOR_PAGE} papers a page asks for: "
+                f"only the first {len(data['data'])} were read"
+            )
         for number, entry in enumerate(data["data"], start=offset + 1):
             key = str(entry.get("paperId") or "") if isinstance(entry, dict) else ""
             if not key:
@@ -153,13 +159,20 @@ def fetch_s2_recommend(spec: FeedSpec, state: FeedState, ctx: Context) -> Batch:
             "recommendations follow"
         )
         return batch
-    data = ctx.client("s2").post_json(
+    limit = min(spec.max, 500)
+    data, cut = ctx.client("s2").post_items(
         f"{_base(ctx)}/recommendations/v1/papers/",
-        params={"fields": FIELDS, "limit": min(spec.max, 500)},
+        limit,
+        params={"fields": FIELDS, "limit": limit},
         json={"positivePaperIds": positives, "negativePaperIds": negatives},
     )
     if not isinstance(data, dict) or not isinstance(data.get("recommendedPapers"), list):
         raise FetchError("the Semantic Scholar API answered without a 'recommendedPapers' list")
+    if cut:
+        batch.notes.append(
+            f"the Semantic Scholar API sent more than the {limit} recommendations asked for: only the "
+            f"first {len(data['recommendedPapers'])} were read"
+        )
     for number, entry in enumerate(data["recommendedPapers"], start=1):
         key = str(entry.get("paperId") or "") if isinstance(entry, dict) else ""
         if not key:
@@ -183,10 +196,10 @@ def lookup(ctx: Context, ids: list[str]) -> list[Any]:
     out: list[Any] = []
     for start in range(0, len(ids), BATCH):
         chunk = ids[start : start + BATCH]
-        data = ctx.client("s2").post_json(
-            f"{_base(ctx)}/graph/v1/paper/batch", params={"fields": FIELDS}, json={"ids": chunk}
+        data, cut = ctx.client("s2").post_items(
+            f"{_base(ctx)}/graph/v1/paper/batch", len(chunk), params={"fields": FIELDS}, json={"ids": chunk}
         )
-        if not isinstance(data, list) or len(data) != len(chunk):
+        if cut or not isinstance(data, list) or len(data) != len(chunk):
             raise FetchError("the Semantic Scholar batch endpoint did not answer one entry per id")
         out.extend(data)
     return out

@@ -21,7 +21,7 @@ from xml.etree.ElementTree import ParseError
 import feedparser
 
 from assistant.config import Settings
-from assistant.feeds.http import FetchError, PoliteClient, address, is_html
+from assistant.feeds.http import MB, FetchError, PoliteClient, address, is_html
 from assistant.feeds.model import FeedSpec, FeedState, Kind
 from assistant.ingest.arxiv import (
     NS,
@@ -39,6 +39,7 @@ from assistant.store import Store
 OVERLAP = timedelta(days=2)  # dated sources look this far before their watermark again
 SCAN_MAX = 5000  # arXiv entries one run reads at most (50 pages, 2.5 minutes at 3 s a page)
 HF_DAYS_MAX = 14  # days of Hugging Face daily papers one run asks for at most
+HF_ITEMS_MAX = 1000  # papers of one Hugging Face day read at most (a day lists about 50)
 _WEEKDAY = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
@@ -76,9 +77,7 @@ class Context:
     @property
     def arxiv(self) -> ArxivClient:
         if self._arxiv is None:
-            self._arxiv = ArxivClient(
-                base_url=self.settings.arxiv_url, delay=self.settings.arxiv_delay, sleep=self.sleep
-            )
+            self._arxiv = ArxivClient.from_settings(self.settings, sleep=self.sleep)
             self.clients["arxiv"] = self._arxiv.http
         return self._arxiv
 
@@ -94,7 +93,14 @@ class Context:
                 "s2": ("the Semantic Scholar API", s.s2_delay),
                 "rss": ("the RSS/Atom feed", s.rss_delay),
             }[provider]
-            self.clients[provider] = PoliteClient(name=name, delay=delay, headers=headers, sleep=self.sleep)
+            self.clients[provider] = PoliteClient(
+                name=name,
+                delay=delay,
+                headers=headers,
+                sleep=self.sleep,
+                deadline=s.http_deadline,
+                max_bytes=int(s.http_max_mb * MB),
+            )
         return self.clients[provider]
 
     def close(self) -> None:
@@ -131,11 +137,15 @@ def fetch_arxiv(spec: FeedSpec, state: FeedState, ctx: Context) -> Batch:
         since = datetime.fromisoformat(state.watermark.replace("Z", "+00:00")) - OVERLAP
     else:
         since = ctx.now - timedelta(days=spec.first_days)
+    until = ctx.now + timedelta(days=1)
     since_text = iso(since)
+    window = (since_text[:16], iso(until)[:16])  # the query's range, to the minute as it asks
     batch = Batch()
     seen = set(state.seen)
-    full = submitted_between(query, since, ctx.now + timedelta(days=1))
-    pages = ctx.arxiv.pages(full, maximum=SCAN_MAX, sort=("submittedDate", "ascending"))
+    full = submitted_between(query, since, until)
+    paging: list[str] = []
+    pages = ctx.arxiv.pages(full, maximum=SCAN_MAX, sort=("submittedDate", "ascending"), notes=paging)
+    outside: list[str] = []
     for page in pages:
         try:
             root = parse_feed(page)
@@ -143,8 +153,9 @@ def fetch_arxiv(spec: FeedSpec, state: FeedState, ctx: Context) -> Batch:
             raise FetchError(f"the arXiv API sent a response that is not XML: {exc}") from None
         for number, entry in enumerate(root.findall("atom:entry", NS), start=1):
             stamp = entry_published(entry)
-            if stamp and stamp < since_text:
-                continue  # outside the window (a mirror that ignores the date range)
+            if stamp and not window[0] <= stamp[:16] <= window[1]:
+                outside.append(stamp)  # a server that ignores the date range
+                continue
             record = entry_to_record(entry)
             if not record.get("arxiv_id") and record.get("title") == "Error":
                 raise FetchError(f"the arXiv API refused the query: {record.get('abstract', '')}")
@@ -165,10 +176,19 @@ def fetch_arxiv(spec: FeedSpec, state: FeedState, ctx: Context) -> Batch:
                 pages.close()
                 break
         else:
-            continue
+            if not outside:
+                continue
+            pages.close()  # the next pages would be more of the same
         break
+    batch.notes.extend(paging)
+    if outside:
+        batch.notes.append(
+            f"the arXiv API ignored the date range asked for ({window[0][:10]} to {window[1][:10]}): it "
+            f"sent {len(outside)} papers submitted outside it (e.g. on {min(outside)[:10]}), left out; "
+            "paging stopped"
+        )
     batch.state = moved(state, batch.items, since_text, state.watermark)
-    if not batch.items:
+    if not batch.items and not outside and not paging:
         batch.notes.append(quiet_reason("arXiv", since, ctx.now))
     return batch
 
@@ -219,11 +239,18 @@ def fetch_hf(spec: FeedSpec, state: FeedState, ctx: Context) -> Batch:
     seen = set(state.seen)
     empty: list[date] = []
     day = start
-    while day <= today and len(batch.items) < spec.max:
-        data = client.get_json(ctx.settings.hf_url, params={"date": day.isoformat()})
+    full = False
+    number = 0
+    while day <= today and not full:
+        data, cut = client.get_items(ctx.settings.hf_url, HF_ITEMS_MAX, params={"date": day.isoformat()})
         if not isinstance(data, list):
             raise FetchError(
                 f"the Hugging Face API answered {type(data).__name__} for {day}, not a list of papers"
+            )
+        if cut:
+            batch.notes.append(
+                f"the Hugging Face API listed more than {len(data):,} papers for {day}: only the first "
+                f"{len(data):,} were read"
             )
         if not data:
             empty.append(day)
@@ -237,7 +264,15 @@ def fetch_hf(spec: FeedSpec, state: FeedState, ctx: Context) -> Batch:
             if key not in seen:
                 seen.add(key)
                 batch.items.append(Item(paper, key, day.isoformat()))
-        day += timedelta(days=1)
+            if len(batch.items) >= spec.max:
+                full = number < len(data) or day < today
+                break
+        if full:
+            batch.notes.append(
+                f"stopped at the feed's maximum of {spec.max} new papers; the next fetch goes on"
+            )
+        if not full or number == len(data):
+            day += timedelta(days=1)  # a day read to its end
     last = min(day - timedelta(days=1), today)
     batch.state = moved(state, batch.items, (start - timedelta(days=1)).isoformat(), state.watermark)
     batch.state["watermark"] = max(state.watermark or "", last.isoformat())

@@ -357,6 +357,7 @@ def ingest_arxiv(
         paper.sources = ["arxiv-api"]
     report.parsed = result.records
     report.skipped = result.errors
+    report.notes.extend(f"{label}: {note}" for note in result.notes)
     store_papers(store, result.papers, report, on_progress)
     report.seconds = time.perf_counter() - start
     return report

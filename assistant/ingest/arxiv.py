@@ -19,8 +19,9 @@ from xml.etree.ElementTree import Element, ParseError
 
 import defusedxml.ElementTree as SafeET
 
+from assistant.config import Settings
 from assistant.errors import InputError, TriageError
-from assistant.feeds.http import FetchError, PoliteClient
+from assistant.feeds.http import DEADLINE, MAX_BYTES, MB, FetchError, PoliteClient
 from assistant.ingest.base import ParseResult, one_record
 from assistant.ingest.records import RecordError, record_to_paper
 from assistant.models import normalize_arxiv_id
@@ -118,14 +119,28 @@ def parse_atom(path: Path, text: str) -> ParseResult:
 
 @dataclass
 class ArxivClient:
-    """A polite client of the arXiv API (one request every `delay` seconds, retried)."""
+    """A polite client of the arXiv API (one request every `delay` seconds, retried, each
+    request within `deadline` seconds and `max_bytes` of answer)."""
 
     base_url: str = DEFAULT_API
     delay: float = 3.0
     retries: int = 4
     timeout: float = 30.0
     sleep: Callable[[float], None] = time.sleep
+    deadline: float = DEADLINE
+    max_bytes: int = MAX_BYTES
     _http: PoliteClient | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, sleep: Callable[[float], None] = time.sleep) -> ArxivClient:
+        """The client the settings describe (endpoint, delay, deadline, largest answer)."""
+        return cls(
+            base_url=settings.arxiv_url,
+            delay=settings.arxiv_delay,
+            sleep=sleep,
+            deadline=settings.http_deadline,
+            max_bytes=int(settings.http_max_mb * MB),
+        )
 
     @property
     def http(self) -> PoliteClient:
@@ -136,6 +151,8 @@ class ArxivClient:
                 retries=self.retries,
                 timeout=self.timeout,
                 sleep=self.sleep,
+                deadline=self.deadline,
+                max_bytes=self.max_bytes,
                 hint=" Atom files saved from arXiv import with 'triage ingest FILE'.",
             )
         return self._http
@@ -146,10 +163,14 @@ class ArxivClient:
         ids: list[str] | None = None,
         maximum: int = 100,
         sort: tuple[str, str] | None = None,
+        notes: list[str] | None = None,
     ) -> Generator[str, None, None]:
         """Atom documents, one per page, until `maximum` entries or the end of the results;
-        `sort` is (sortBy, sortOrder), e.g. ("submittedDate", "ascending")."""
+        `sort` is (sortBy, sortOrder), e.g. ("submittedDate", "ascending"). A page that brings
+        only entries of earlier pages (a server that ignores `start`) ends the paging, with a
+        line in `notes`, as does a page larger than asked for (one that ignores `max_results`)."""
         start = 0
+        had: set[str] = set()
         while start < maximum:
             size = min(PAGE, maximum - start)
             params: dict[str, Any] = {"start": start, "max_results": size}
@@ -160,16 +181,32 @@ class ArxivClient:
             if sort:
                 params["sortBy"], params["sortOrder"] = sort
             text = self.http.get(self.base_url, params=params).text
-            yield text
             try:
                 root = parse_feed(text)
             except ParseError as exc:
                 raise FetchError(f"the arXiv API sent a response that is not XML: {exc}") from None
-            entries = len(root.findall("atom:entry", NS))
+            keys = [_text(e.find("atom:id", NS)) for e in root.findall("atom:entry", NS)]
+            entries = len(keys)
+            if keys and start and had.issuperset(keys):
+                if notes is not None:
+                    notes.append(
+                        f"the arXiv API sent the same {entries} papers again for results from {start} "
+                        "(it ignores paging); stopped there"
+                    )
+                return
+            had.update(keys)
             total_el = root.find("opensearch:totalResults", NS)
             total_text = (total_el.text or "") if total_el is not None else ""
             total = int(total_text) if total_text.isdigit() else None
+            del root, total_el  # the caller parses the page again: one tree at a time
+            yield text
             start += entries
+            if entries > size:
+                if notes is not None:
+                    notes.append(
+                        f"the arXiv API sent {entries} papers for a page of {size} (it ignores max_results)"
+                    )
+                return
             if entries < size or (total is not None and start >= total):
                 return
 
@@ -190,15 +227,33 @@ def entry_published(entry: Element) -> str:
 
 
 def fetch(client: ArxivClient, query: str | None, ids: list[str] | None, maximum: int) -> ParseResult:
-    """Query the live API and parse every page into one result."""
+    """Query the live API and parse every page into one result: at most `maximum` papers and,
+    for a list of ids, only those ids (in any version), whatever the server sends."""
     result = ParseResult()
     label = Path(f"arxiv-api ({query or ','.join(ids or [])})")
-    for page in client.pages(query=query, ids=ids, maximum=maximum):
+    wanted = {normalize_arxiv_id(i) or i for i in ids or []}
+    unasked = beyond = 0
+    pages = client.pages(query=query, ids=ids, maximum=maximum, notes=result.notes)
+    for page in pages:
         try:
             part = parse_atom(label, page)
         except InputError as exc:
             raise TriageError(str(exc)) from None
-        result.papers.extend(part.papers)
+        papers = part.papers
+        if wanted:
+            papers = [p for p in papers if p.arxiv_id and normalize_arxiv_id(p.arxiv_id) in wanted]
+        room = maximum - len(result.papers)
+        left_out = len(part.papers) - min(len(papers), room)
+        unasked += len(part.papers) - len(papers)
+        beyond += max(len(papers) - room, 0)
+        result.papers.extend(papers[:room])
         result.errors.extend(part.errors)
-        result.records += part.records
+        result.records += part.records - left_out
+        if len(result.papers) >= maximum:
+            pages.close()
+            break
+    if unasked:
+        result.notes.append(f"the arXiv API also sent {unasked} papers that were not asked for; left out")
+    if beyond:
+        result.notes.append(f"the arXiv API sent {beyond} papers beyond the {maximum} asked for; left out")
     return result
