@@ -1,6 +1,6 @@
 """Operator drills: what a kill -9, a second writer or a faulty endpoint loses, duplicates or redoes.
 
-    python bench/drills.py [--quick] [--drills ingest-kill,tag-kill,writers,two-ingests,faulty]
+    python bench/drills.py [--quick] [--drills ingest-kill,tag-kill,writers,two-ingests,faulty,...]
 
 Every drill runs the real `triage` command (or, for the parallel writers, the functions the
 commands call) against a store in a temporary directory; nothing leaves 127.0.0.1, ./store is
@@ -25,12 +25,23 @@ faulty        the fake endpoint answers 30% of requests 429: `triage tag --engin
               papers must end with every paper assessed or failed with a reason; "redone" =
               requests beyond one per paper.
 
+import-bounds    (bench/drills_import.py) a 40-level @string doubling bomb, a 20 MB title and
+                 abstract, a 200 MB JSON string, a 100 MB CSV cell: time and peak memory
+                 of `triage ingest` (under 500 MB), what was imported.
+network-bounds   (bench/drills_network.py) a gzip bomb, a 200 MB body, a server trickling a
+                 byte every 5 s, a Hugging Face day of 10^6 papers: `triage fetch` ends in
+                 about the deadline, under 500 MB, with a one-line reason.
+store-failures   (bench/drills_store.py) a disk with 2 MB free (a tmpfs; needs root), `rm
+                 --last-import` over decided papers, the store removed under the review UI:
+                 nothing decided lost, every refused change in the recovery file.
+
 --quick runs each drill once (the kill drills default to 3 and 2 runs).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import multiprocessing as mp
 import os
@@ -63,6 +74,19 @@ ABSTRACT_WORDS = 12  # short abstracts: the embedder is the floor of every impor
 STARTUP_S = 2.5  # about what `triage` takes to start and parse before it embeds
 SUBPROCESS_TIMEOUT = 300.0
 COLUMNS = ["drill", "runs", "expected", "found", "lost", "duplicated", "redone", "s", "notes"]
+# The bounds drills (bench/drills_*.py, each also runnable alone): hostile inputs, hostile
+# endpoints, a store that fails under the commands and the review UI, the LLM path.
+BOUNDS = {
+    "import-bounds": (
+        "drills_import",
+        ["drill_string_bomb", "drill_huge_fields", "drill_json_string", "drill_csv_cell"],
+    ),
+    "network-bounds": (
+        "drills_network",
+        ["drill_gzip_bomb", "drill_big_body", "drill_trickle", "drill_hf_million"],
+    ),
+    "store-failures": ("drills_store", ["drill_disk_2mb", "drill_rm_decided", "drill_ui_store_removed"]),
+}
 
 Spec = dict[str, Any]  # keyword arguments of load_settings, picklable for worker processes
 
@@ -541,7 +565,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="one run of each drill")
-    parser.add_argument("--drills", default="ingest-kill,tag-kill,writers,two-ingests,faulty")
+    kinds = ["ingest-kill", "tag-kill", "writers", "two-ingests", "faulty", *BOUNDS]
+    parser.add_argument("--drills", default=",".join(kinds))
     parser.add_argument("--ingest-n", type=int, default=1500)
     parser.add_argument("--tag-n", type=int, default=200)
     parser.add_argument("--latency", type=float, default=0.1, help="the fake endpoint's seconds per answer")
@@ -611,6 +636,15 @@ def main() -> None:
                 drill(f"two ingests at once ({where})", 1, two)
             if "faulty" in chosen:
                 drill("faulty endpoint", 1, lambda: drill_faulty(tmp, 150, args.latency / 2, 0.3))
+            for group, (module, names) in BOUNDS.items():
+                if group not in chosen:
+                    continue
+                functions = importlib.import_module(module)  # they import this module's helpers
+                for fname in names:
+                    where = tmp / group / fname
+                    where.mkdir(parents=True, exist_ok=True)
+                    body = getattr(functions, fname)
+                    drill(f"{group}: {fname[len('drill_') :]}", 1, lambda body=body, where=where: body(where))
         finally:
             server.stop()
     total = time.perf_counter() - started
