@@ -22,12 +22,12 @@ from test_feeds import NOW, Provider, Reply, Request, arxiv_day, cli, serve
 
 from assistant.config import load_settings
 from assistant.errors import TriageError
-from assistant.feeds.http import MB, PoliteClient, _BoundedJson, wait_words
 from assistant.feeds.model import Feeds, FeedSpec, Kind
 from assistant.feeds.runner import fetch_feeds
 from assistant.feeds.sources import HF_ITEMS_MAX, Context
 from assistant.ingest.arxiv import ArxivClient, fetch
 from assistant.store import Store
+from assistant.web import MB, BoundedJson, PoliteClient, wait_words
 
 RSS = b"""<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>
 <item><title>One paper</title><link>https://example.org/1</link><description>An abstract.</description></item>
@@ -181,12 +181,12 @@ def test_an_s2_page_larger_than_asked_is_cut_with_a_note(provider: Provider, tmp
 
 def test_the_json_reader_keeps_whole_entries_within_its_bounds() -> None:
     text = '{"data": [' + ",".join(f'{{"id": {i}, "tags": ["a", "b"]}}' for i in range(100)) + '], "next": 9}'
-    reader = _BoundedJson(text, items=10)
+    reader = BoundedJson(text, items=10)
     assert reader.read() == {"data": [{"id": i, "tags": ["a", "b"]} for i in range(10)]} and reader.cut
-    reader = _BoundedJson(text, items=None, values=50)  # 5 values an entry: 9 whole ones fit
+    reader = BoundedJson(text, items=None, values=50)  # 5 values an entry: 9 whole ones fit
     data = reader.read()
     assert reader.cut and data["data"] == [{"id": i, "tags": ["a", "b"]} for i in range(9)]
-    whole = _BoundedJson(text, items=None)
+    whole = BoundedJson(text, items=None)
     assert whole.read()["next"] == 9 and not whole.cut
 
 

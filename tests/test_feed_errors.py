@@ -15,10 +15,10 @@ import pytest
 from test_feeds import NOW, S2_AUTHOR, Provider, Reply, author_papers, cli, row, serve
 
 from assistant.errors import TriageError
-from assistant.feeds.http import PoliteClient
 from assistant.feeds.model import Feeds, FeedSpec, Kind
 from assistant.feeds.runner import fetch_feeds
 from assistant.store import Store
+from assistant.web import PoliteClient
 from conftest import free_port
 
 ERROR_PAGE = """<!DOCTYPE html>

@@ -94,6 +94,37 @@ def test_the_core_imports_no_shell() -> None:
             assert not [m for m in imported(name, path, known) if shell(m)], name
 
 
+# Floors, lowest first: a module imports only from its own floor or the floors below it.
+FLOORS = [
+    ("assistant.web",),
+    ("assistant.ingest", "assistant.export"),
+    ("assistant.feeds",),
+]
+
+
+def _floor(name: str) -> int | None:
+    for i, packages in enumerate(FLOORS):
+        if any(name == p or name.startswith(f"{p}.") for p in packages):
+            return i
+    return None
+
+
+def test_no_import_runs_up_the_floors() -> None:
+    """The polite HTTP client sits below the importers and the feeds that use it; the importers
+    sit below the feeds (which import papers); nothing below imports from above."""
+    known = modules()
+    upward = []
+    for name, path in known.items():
+        mine = _floor(name)
+        if mine is None:
+            continue
+        for other in imported(name, path, known):
+            theirs = _floor(other)
+            if theirs is not None and theirs > mine:
+                upward.append(f"{name} -> {other}")
+    assert upward == []
+
+
 def _loaded_by(code: str) -> list[str]:
     probe = f"import sys\n{code}\nprint(' '.join(sorted({{m.split('.')[0] for m in sys.modules}})))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)

@@ -21,7 +21,6 @@ from xml.etree.ElementTree import ParseError
 from rapidfuzz import fuzz
 
 from assistant.config import Settings
-from assistant.feeds.http import FetchError
 from assistant.feeds.s2 import lookup, match_title, s2_id, s2_paper
 from assistant.feeds.sources import Context
 from assistant.ingest.arxiv import NS, entry_to_record, parse_feed
@@ -29,6 +28,7 @@ from assistant.ingest.dedupe import conflict
 from assistant.ingest.records import RecordError, record_to_paper
 from assistant.models import Paper, StoredPaper, normalize_title
 from assistant.store import Store
+from assistant.web import FetchError
 
 FIELDS = ("abstract", "authors", "venue", "year", "doi", "arxiv_id")
 TRIED_KEY = "enrich_tried"

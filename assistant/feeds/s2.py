@@ -13,12 +13,12 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from assistant.feeds.http import FetchError
 from assistant.feeds.model import FeedSpec, FeedState
 from assistant.feeds.sources import Batch, Context, Item, source_label
 from assistant.ingest.csljson import s2_to_record
 from assistant.ingest.records import RecordError, record_to_paper
 from assistant.models import Paper
+from assistant.web import FetchError
 
 FIELDS = "title,abstract,authors,year,venue,publicationDate,externalIds,url"
 AUTHOR_PAGE = 500

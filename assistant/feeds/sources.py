@@ -21,7 +21,6 @@ from xml.etree.ElementTree import ParseError
 import feedparser
 
 from assistant.config import Settings
-from assistant.feeds.http import MB, FetchError, PoliteClient, address, is_html
 from assistant.feeds.model import FeedSpec, FeedState, Kind
 from assistant.ingest.arxiv import (
     NS,
@@ -35,6 +34,7 @@ from assistant.ingest.arxiv import (
 from assistant.ingest.records import RecordError, record_to_paper
 from assistant.models import Paper, normalize_arxiv_id, normalize_doi
 from assistant.store import Store
+from assistant.web import MB, FetchError, PoliteClient, address, is_html
 
 OVERLAP = timedelta(days=2)  # dated sources look this far before their watermark again
 SCAN_MAX = 5000  # arXiv entries one run reads at most (50 pages, 2.5 minutes at 3 s a page)

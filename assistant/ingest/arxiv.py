@@ -21,10 +21,10 @@ import defusedxml.ElementTree as SafeET
 
 from assistant.config import Settings
 from assistant.errors import InputError, TriageError
-from assistant.feeds.http import DEADLINE, MAX_BYTES, MB, FetchError, PoliteClient
 from assistant.ingest.base import ParseResult, one_record
 from assistant.ingest.records import RecordError, record_to_paper
 from assistant.models import normalize_arxiv_id
+from assistant.web import DEADLINE, MAX_BYTES, MB, FetchError, PoliteClient
 
 NS = {
     "atom": "http://www.w3.org/2005/Atom",
