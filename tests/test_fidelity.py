@@ -26,7 +26,7 @@ from assistant.export import render
 from assistant.export.common import ExportContext
 from assistant.export.latex import balanced, readable
 from assistant.ingest import parse_file
-from assistant.ingest.bibtex import ResolveStrings
+from assistant.ingest.bibstrings import ResolveStrings
 from assistant.ingest.records import unlabelled
 from assistant.ingest.ris import LIST_TAGS
 from assistant.models import Assessment, Decision, Paper, StoredPaper, parse_name

@@ -23,7 +23,6 @@ from typing import Any
 import bibtexparser
 from bibtexparser.library import Library
 from bibtexparser.middlewares import RemoveEnclosingMiddleware
-from bibtexparser.middlewares.middleware import LibraryMiddleware
 from bibtexparser.middlewares.names import parse_single_name_into_parts, split_multiple_persons_names
 from bibtexparser.model import DuplicateBlockKeyBlock, DuplicateFieldKeyBlock, Entry, Field
 from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
@@ -32,7 +31,10 @@ from pylatexenc.latexwalker import get_default_latex_context_db as get_default_p
 from assistant.errors import InputError, in_words
 from assistant.ingest import limits
 from assistant.ingest.base import ParseResult
+from assistant.ingest.bibinherit import Entries
 from assistant.ingest.bibmacros import BUILTIN, SILENT, Budget, Macro, expand, looping, preamble_macros
+from assistant.ingest.bibstrings import ResolveStrings, concatenated, entry_label, line_of
+from assistant.ingest.bibtypes import FIELDS, TYPES
 from assistant.ingest.records import RecordError, record_to_paper
 
 # Damaged entries are reported by us, with file and line; the library's own log would repeat them.
@@ -75,59 +77,6 @@ _PROSE = frozenset(
     "language langid chapter annote annotation addendum subtitle titleaddon".split()
 )
 _MONTHS = {m: i for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), start=1)}
-# BibTeX / biblatex entry type -> CSL item type.
-TYPES = {
-    "article": "article-journal",
-    "book": "book",
-    "mvbook": "book",
-    "booklet": "pamphlet",
-    "inbook": "chapter",
-    "incollection": "chapter",
-    "inproceedings": "paper-conference",
-    "conference": "paper-conference",
-    "proceedings": "book",
-    "collection": "book",
-    "manual": "report",
-    "techreport": "report",
-    "report": "report",
-    "phdthesis": "thesis",
-    "mastersthesis": "thesis",
-    "thesis": "thesis",
-    "unpublished": "manuscript",
-    "online": "webpage",
-    "www": "webpage",
-    "electronic": "webpage",
-    "patent": "patent",
-    "dataset": "dataset",
-    "software": "software",
-    "periodical": "periodical",
-    "standard": "standard",
-    "misc": "document",
-}
-# BibTeX field -> CSL variable, for fields that are plain values (prose decoded, others verbatim).
-FIELDS = {
-    "volume": "volume",
-    "series": "collection-title",
-    "address": "publisher-place",
-    "location": "publisher-place",
-    "publisher": "publisher",
-    "isbn": "ISBN",
-    "issn": "ISSN",
-    "edition": "edition",
-    "note": "note",
-    "shorttitle": "title-short",
-    "urldate": "accessed",
-    "type": "genre",
-    "chapter": "chapter-number",
-    "language": "language",
-    "langid": "language",
-    "eventtitle": "event-title",
-    "venue": "event-place",
-    "pagetotal": "number-of-pages",
-    "volumes": "number-of-volumes",
-    "pmid": "PMID",
-    "pmcid": "PMCID",
-}
 # Fields read into the paper itself or handled below (not kept again as source fields).
 _HANDLED = frozenset(
     "title abstract author editor year date month journal journaltitle booktitle eprint "
@@ -420,231 +369,6 @@ def entry_to_record(
     return record
 
 
-class ResolveStrings(LibraryMiddleware):
-    """`@string` macros and `#` concatenation (`JdK # " and Williams"`) resolved to one value.
-
-    bibtexparser's own middleware replaces a value that is a single macro; a concatenation
-    would stay a literal `JdK # "...` that every export repeated. Unknown macros (the month
-    names) stay as their names. A value never expands beyond `limits.EXPANDED` characters (a
-    chain of @strings that doubles would reach terabytes): it is cut there, with a note; once
-    the file's expansions reach `budget.file_left` characters, @strings stay as their names."""
-
-    @classmethod
-    def metadata_key(cls) -> str:
-        return "triage_resolve_strings"
-
-    def __init__(self, budget: Budget | None = None) -> None:
-        super().__init__()
-        self.strings: dict[str, str] = {}  # the file's @string values, for entries read later
-        self.budget = Budget() if budget is None else budget  # shared with the file's macros
-        self.notes: list[tuple[int | None, str]] = []  # (line, what was cut) for the file's notes
-        self.cut: set[str] = set()  # the @strings cut to the cap
-        self.spent = False  # the file's expansion budget ran out
-
-    def transform(self, library: Library) -> Library:
-        strings = self.strings
-        for block in library.strings:
-            key = block.key.lower()
-            strings[key] = self.resolve(str(block.value), strings, braced=False, what=("string", key, block))
-            block.value = strings[key]
-        for entry in library.entries:
-            for field in entry.fields:
-                if isinstance(field.value, str):
-                    field.value = self.resolve(
-                        field.value, strings, braced=True, what=("field", field.key, entry)
-                    )
-        return library
-
-    def resolve(
-        self, value: str, strings: dict[str, str], braced: bool, what: tuple[str, str, Any] | None = None
-    ) -> str:
-        """A raw value with its @strings in place (`what`: kind, name and block, for a note)."""
-        parts = _concatenated(value)
-        if parts is None:
-            return value
-        if braced and len(parts) == 1 and parts[0][0] == "literal":
-            return value
-        pieces: list[str] = []
-        room, inherited, over = limits.EXPANDED, False, False
-        for kind, part in parts:
-            text = part
-            if kind == "macro" and part.lower() in strings:
-                known = strings[part.lower()]
-                if min(len(known), room) > self.budget.file_left:
-                    self._spend(part, what)
-                else:
-                    text = known
-                    self.budget.file_left -= min(len(known), room)
-                    inherited = inherited or part.lower() in self.cut
-            if len(text) > room:
-                pieces.append(text[:room])
-                over = True
-                break
-            pieces.append(text)
-            room -= len(text)
-        text = "".join(pieces)
-        if over and what is not None:
-            self._cut(what, inherited)
-        return "{" + text + "}" if braced else text
-
-    def _cut(self, what: tuple[str, str, Any], inherited: bool) -> None:
-        kind, name, block = what
-        beyond = f"expands beyond {limits.EXPANDED:,} characters; cut"
-        if kind == "string":
-            self.cut.add(name)
-            if not inherited:  # a chain of @strings is said once, at its first one cut
-                self.notes.append((_line_of(block), f"the @string '{name}' {beyond}"))
-        else:
-            self.notes.append((_line_of(block), f"{_label(block)}: '{name}' {beyond}"))
-
-    def _spend(self, name: str, what: tuple[str, str, Any] | None) -> None:
-        if self.spent:
-            return
-        self.spent = True
-        line = _line_of(what[2]) if what is not None else None
-        self.notes.append(
-            (
-                line,
-                f"the file's @strings expand beyond {limits.EXPANDED_FILE:,} characters in all: "
-                f"'{name}' and those after it are left as their names",
-            )
-        )
-
-
-_DELIMITERS = re.compile(r'[{}"]')
-_BARE_TOKEN = re.compile(r'[^\s#{}"]+')
-_SPACES = re.compile(r"\s*")
-
-
-def _concatenated(value: str) -> list[tuple[str, str]] | None:
-    """The parts of a raw field value (`{...}`, `"..."`, numbers and macros joined by `#`);
-    None if it is not such a value."""
-    parts: list[tuple[str, str]] = []
-    i, n = 0, len(value)
-    while i < n:
-        i = _SPACES.match(value, i).end()  # type: ignore[union-attr]  # it matches the empty string
-        if i >= n:
-            break
-        ch = value[i]
-        if ch in '{"':
-            # Only the delimiters are visited: a value of megabytes has few of them.
-            depth, end = 0, None
-            for m in _DELIMITERS.finditer(value, i if ch == "{" else i + 1):
-                c = m.group()
-                if c == "{":
-                    depth += 1
-                elif c == "}":
-                    depth -= 1
-                    if depth == 0 and ch == "{":
-                        end = m.start()
-                        break
-                elif depth == 0 and ch == '"':
-                    end = m.start()
-                    break
-            if end is None:
-                return None
-            parts.append(("literal", value[i + 1 : end]))
-            i = end + 1
-        else:
-            bare = _BARE_TOKEN.match(value, i)
-            if not bare:
-                return None
-            token = bare.group()
-            parts.append(("literal" if token.isdigit() else "macro", token))
-            i += len(token)
-        i = _SPACES.match(value, i).end()  # type: ignore[union-attr]
-        if i < n:
-            if value[i] != "#":
-                return None
-            i += 1
-    return parts or None
-
-
-# Fields an entry does not take from its `crossref` parent or `xdata` (biblatex's rules).
-_NOT_INHERITED = frozenset(
-    "ids crossref xref xdata entryset entrysubtype execute label options presort related relatedoptions "
-    "relatedstring relatedtype shorthand shorthandintro sortkey".split()
-)
-_BOOK_PARTS = {
-    "book": ("inbook", "bookinbook", "suppbook"),
-    "collection": ("incollection", "inreference", "suppcollection"),
-    "reference": ("incollection", "inreference", "suppcollection"),
-    "proceedings": ("inproceedings",),
-}
-
-
-def _renamed(parent_kind: str, child_kind: str) -> dict[str, str | None]:
-    """How a parent's title fields arrive in its child, as biber does it (None: not at all)."""
-    child_kind = "inproceedings" if child_kind == "conference" else child_kind
-    if parent_kind.startswith("mv"):
-        target = "main"
-    elif child_kind in _BOOK_PARTS.get(parent_kind, ()):
-        target = "book"
-    elif parent_kind == "periodical" and child_kind in ("article", "suppperiodical"):
-        target = "journal"
-    else:
-        return {}
-    return {
-        "title": f"{target}title",
-        "subtitle": f"{target}subtitle",
-        "titleaddon": f"{target}titleaddon",
-        "shorttitle": None,
-        "sorttitle": None,
-        "indextitle": None,
-        "indexsorttitle": None,
-    }
-
-
-def _inherit(child: dict[str, Any], parent: dict[str, Any], renamed: dict[str, str | None]) -> None:
-    """Fill `child`'s missing fields from `parent` (field names lower case). A field the parent
-    names itself (a BibTeX-style `booktitle` on a `@proceedings`) comes before a renamed one."""
-    dated = "date" in child or "year" in child
-    for name in sorted(parent, key=lambda n: n in renamed):
-        value, target = parent[name], renamed.get(name, name)
-        if target is None or target in _NOT_INHERITED or target in child:
-            continue
-        if dated and target in ("date", "year", "month"):
-            continue  # a child's own date is not mixed with its parent's
-        child[target] = value
-
-
-class _Entries:
-    """The entries of a file with what they inherit: `xdata` first, then `crossref` (as biber:
-    an `@inproceedings` without a booktitle takes its `@proceedings`' title, year, publisher,
-    editor). `xref` names a parent but passes nothing on."""
-
-    def __init__(self, entries: list[Entry]) -> None:
-        self.entries = entries
-        self.raw = [{k.lower(): f.value for k, f in e.fields_dict.items()} for e in entries]
-        self.keys: dict[str, int] = {}  # a key named twice: the first entry is the parent (BibTeX)
-        self.folded: dict[str, int] = {}
-        for i, entry in enumerate(entries):
-            self.keys.setdefault(entry.key, i)
-            self.folded.setdefault(entry.key.lower(), i)
-        self.done: dict[int, dict[str, Any]] = {}
-
-    def _index(self, key: str) -> int | None:
-        key = key.strip()
-        return self.keys.get(key, self.folded.get(key.lower())) if key else None
-
-    def fields(self, i: int, seen: frozenset[int] = frozenset()) -> dict[str, Any]:
-        """The fields of the `i`th entry with what it inherits (names lower case)."""
-        if i in self.done:
-            return self.done[i]
-        fields = dict(self.raw[i])
-        seen = seen | {i}
-        for ref in str(fields.get("xdata", "")).split(","):
-            source = self._index(ref)
-            if source is not None and source not in seen:
-                _inherit(fields, self.fields(source, seen), {})
-        parent = self._index(str(fields.get("crossref", "")))
-        if parent is not None and parent not in seen:
-            kinds = self.entries[parent].entry_type.lower(), self.entries[i].entry_type.lower()
-            _inherit(fields, self.fields(parent, seen), _renamed(*kinds))
-        self.done[i] = fields
-        return fields
-
-
 def _recovered(block: Any, resolver: ResolveStrings, notes: list[str]) -> Entry | None:
     """The entry of a block bibtexparser refused for a repeated key or field (BibTeX reads
     both: a repeated field keeps its first value), with the file's @strings applied."""
@@ -654,13 +378,13 @@ def _recovered(block: Any, resolver: ResolveStrings, notes: list[str]) -> Entry 
     if not isinstance(entry, Entry):
         return None
     if isinstance(block, DuplicateBlockKeyBlock):
-        notes.append(f"{_label(entry)}: an earlier entry has the same key: both are imported")
+        notes.append(f"{entry_label(entry)}: an earlier entry has the same key: both are imported")
     first: dict[str, Field] = {}
     for field in entry.fields:
         if field.key.lower() in first:
             kept = first[field.key.lower()]
             notes.append(
-                f"{_label(entry)}: '{field.key}' is given twice ({_text(kept.value)!r} and "
+                f"{entry_label(entry)}: '{field.key}' is given twice ({_text(kept.value)!r} and "
                 f"{_text(field.value)!r}): the first is kept, as BibTeX does"
             )
             continue
@@ -670,15 +394,6 @@ def _recovered(block: Any, resolver: ResolveStrings, notes: list[str]) -> Entry 
             field.value = resolver.resolve(field.value, resolver.strings, braced=True, what=what)
     recovered = Entry(entry.entry_type, entry.key, list(first.values()), entry.start_line, entry.raw)
     return RemoveEnclosingMiddleware().transform_entry(recovered, Library())
-
-
-def _label(entry: Entry) -> str:
-    return f"@{entry.entry_type}{{{entry.key}}}"
-
-
-def _line_of(block: Any) -> int | None:
-    line = getattr(block, "start_line", None)
-    return line + 1 if isinstance(line, int) else None
 
 
 def parse_bibtex(path: Path, text: str) -> ParseResult:
@@ -695,10 +410,10 @@ def parse_bibtex(path: Path, text: str) -> ParseResult:
     macros: dict[str, Macro] = dict(BUILTIN)
     defined: dict[str, int | None] = {}  # the line of the @preamble that defined each macro
     for preamble in library.preambles:
-        parts = _concatenated(str(preamble.value))
+        parts = concatenated(str(preamble.value))
         found = preamble_macros("".join(p for _, p in parts) if parts else str(preamble.value))
         macros.update(found)
-        defined.update(dict.fromkeys(found, _line_of(preamble)))
+        defined.update(dict.fromkeys(found, line_of(preamble)))
     budget.shown = frozenset(looping(macros))
     for name in sorted(budget.shown):
         del macros[name]
@@ -713,40 +428,39 @@ def parse_bibtex(path: Path, text: str) -> ParseResult:
         entry = _recovered(block, resolver, notes)
         if entry is not None:
             entries.append(entry)
-            where = InputError("", path=path, line=_line_of(block)).location_text()
+            where = InputError("", path=path, line=line_of(block)).location_text()
             result.notes.extend(f"{where}{note}" for note in notes)
             continue
         result.records += 1
         error = getattr(block, "error", None)
         reason = str(getattr(error, "abort_reason", "") or error or "").strip() or "its syntax is damaged"
-        result.errors.append(
-            InputError(f"unreadable BibTeX entry: {reason}", path=path, line=_line_of(block))
-        )
+        result.errors.append(InputError(f"unreadable BibTeX entry: {reason}", path=path, line=line_of(block)))
     for line, note in resolver.notes:
         result.notes.append(f"{InputError('', path=path, line=line).location_text()}{note}")
     entries.sort(key=lambda e: e.start_line if e.start_line is not None else -1)
-    resolved = _Entries(entries)
+    resolved = Entries(entries)
     for i, entry in enumerate(entries):
         if entry.entry_type.lower() in ("set", "xdata"):
             continue  # biblatex groups and shared data: not papers (their members are)
         result.records += 1
-        line = _line_of(entry)
+        line = line_of(entry)
         notes = []
         try:
             fields = resolved.fields(i)
             record = entry_to_record(fields, entry.key, entry.entry_type, macros, notes, budget)
             result.papers.append(record_to_paper(record, source, notes))
         except RecordError as exc:
-            result.errors.append(InputError(f"{_label(entry)}: {exc}", path=path, line=line))
+            result.errors.append(InputError(f"{entry_label(entry)}: {exc}", path=path, line=line))
         except Exception as exc:  # one entry's surprise costs that entry, not the file
             result.errors.append(
                 InputError(
-                    f"{_label(entry)}: could not be read: {in_words(exc)}; the other entries were imported",
+                    f"{entry_label(entry)}: could not be read: {in_words(exc)}; "
+                    "the other entries were imported",
                     path=path,
                     line=line,
                 )
             )
             continue
         where = InputError("", path=path, line=line).location_text()
-        result.notes.extend(f"{where}{_label(entry)}: {note}" for note in notes)
+        result.notes.extend(f"{where}{entry_label(entry)}: {note}" for note in notes)
     return result

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from rapidfuzz import fuzz
 
-from assistant.ingest.bibtex import TYPES as BIBTEX_TYPES
+from assistant.ingest.bibtypes import TYPES as BIBTEX_TYPES
 from assistant.models import Paper, is_arxiv_doi, normalize_title, record_keys, variant_id
 from assistant.store import Store, title_keys
 

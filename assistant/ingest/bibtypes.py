@@ -1,0 +1,57 @@
+"""BibTeX and biblatex entry types and plain fields, by their CSL names."""
+
+from __future__ import annotations
+
+# BibTeX / biblatex entry type -> CSL item type.
+TYPES = {
+    "article": "article-journal",
+    "book": "book",
+    "mvbook": "book",
+    "booklet": "pamphlet",
+    "inbook": "chapter",
+    "incollection": "chapter",
+    "inproceedings": "paper-conference",
+    "conference": "paper-conference",
+    "proceedings": "book",
+    "collection": "book",
+    "manual": "report",
+    "techreport": "report",
+    "report": "report",
+    "phdthesis": "thesis",
+    "mastersthesis": "thesis",
+    "thesis": "thesis",
+    "unpublished": "manuscript",
+    "online": "webpage",
+    "www": "webpage",
+    "electronic": "webpage",
+    "patent": "patent",
+    "dataset": "dataset",
+    "software": "software",
+    "periodical": "periodical",
+    "standard": "standard",
+    "misc": "document",
+}
+# BibTeX field -> CSL variable, for fields that are plain values (prose decoded, others verbatim).
+FIELDS = {
+    "volume": "volume",
+    "series": "collection-title",
+    "address": "publisher-place",
+    "location": "publisher-place",
+    "publisher": "publisher",
+    "isbn": "ISBN",
+    "issn": "ISSN",
+    "edition": "edition",
+    "note": "note",
+    "shorttitle": "title-short",
+    "urldate": "accessed",
+    "type": "genre",
+    "chapter": "chapter-number",
+    "language": "language",
+    "langid": "language",
+    "eventtitle": "event-title",
+    "venue": "event-place",
+    "pagetotal": "number-of-pages",
+    "volumes": "number-of-volumes",
+    "pmid": "PMID",
+    "pmcid": "PMCID",
+}
