@@ -347,5 +347,7 @@ def test_a_file_beyond_the_size_an_import_holds_is_refused_in_words(
     monkeypatch.setattr(ingest, "MAX_FILE_BYTES", 1000)
     path = tmp_path / "big.jsonl"
     path.write_text("\n".join(f'{{"title": "Paper {i}"}}' for i in range(200)), encoding="utf-8")
-    with pytest.raises(InputError, match=r"big.jsonl: the file is .* MB; files over .* MB are not read .*split it"):
+    with pytest.raises(
+        InputError, match=r"big.jsonl: the file is .* MB; files over .* MB are not read .*split it"
+    ):
         ingest.parse_file(path)
