@@ -88,7 +88,9 @@ def check(
 
     Start it when the queue's top has stopped giving you relevant papers. Papers you accept,
     star or mark maybe count as relevant. The check keeps its place in the store: quit (q) and
-    run it again to go on; decisions you make elsewhere meanwhile are taken into account."""
+    run it again to go on; decisions you make elsewhere meanwhile are taken into account.
+
+    Guide: docs/ranking.md"""
     from assistant.personal.stopping import CHECK_NAME, CHECK_RECORD, RecallCheck
 
     store = state.store

@@ -67,6 +67,7 @@ def emit(text: str, output: Path | None, count: int, what: str) -> None:
     "(ASCII, accents as LaTeX); -f biblatex is for biber with pdflatex, xelatex or lualatex (UTF-8 where "
     "pdflatex knows the letter, LaTeX macros such as \\ensuremath{\\lambda} for Greek and math symbols). "
     "Math in titles, venues and abstracts stays LaTeX math in both; the other formats give it as text."
+    "\n\nGuide: docs/formats.md"
 )
 @user_errors
 def export(
@@ -226,6 +227,8 @@ def digest(
     """A Markdown digest of the best new papers per agenda topic, for a cron job or an email.
 
     New means added to the store on or after the date and not decided yet.
+
+    Guide: docs/feeds.md
     """
     from assistant.digest import build as build_digest
     from assistant.digest import render as render_digest

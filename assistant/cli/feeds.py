@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 feed_app = typer.Typer(
     name="feed",
     help="Saved feeds (arXiv, Hugging Face daily papers, Semantic Scholar, RSS/Atom), kept in the "
-    "store; 'triage fetch' brings what is new from them.",
+    "store; 'triage fetch' brings what is new from them.\n\nGuide: docs/feeds.md",
     no_args_is_help=True,
 )
 feed_app.callback()(subcommand)
@@ -292,7 +292,9 @@ def fetch(
         bool, typer.Option("--enrich", help="Then fill in abstracts and other fields the new papers lack.")
     ] = False,
 ) -> None:
-    """Bring what is new from saved feeds; one failing feed does not stop the others (exit 1)."""
+    """Bring what is new from saved feeds; one failing feed does not stop the others (exit 1).
+
+    Guide: docs/feeds.md"""
     reports = run_fetch(names or [])
     failed = any(not r.ok for r in reports)
     if with_enrich:
@@ -365,7 +367,9 @@ def enrich_cmd(
         bool, typer.Option("--retry", help="Ask again about papers not found last week.")
     ] = False,
 ) -> None:
-    """Fill in abstracts, authors, venue, year, DOI and arXiv id from Semantic Scholar and arXiv."""
+    """Fill in abstracts, authors, venue, year, DOI and arXiv id from Semantic Scholar and arXiv.
+
+    Guide: docs/feeds.md"""
     if not run_enrich(missing.value, None, titles=titles, retry=retry).ok:
         raise typer.Exit(1)
 
@@ -435,7 +439,9 @@ def daily(
     ] = False,
 ) -> None:
     """The daily run: fetch, enrich, tag, digest. One at a time (a lock); a run killed half way
-    is completed by the next. Progress on a terminal, a line per stage otherwise."""
+    is completed by the next. Progress on a terminal, a line per stage otherwise.
+
+    Guide: docs/feeds.md"""
     from assistant.digest import build as build_digest
     from assistant.digest import render as render_digest
     from assistant.feeds.daily import RunRecord, check_email, daily_lock, send_email

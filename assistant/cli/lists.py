@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 list_app = typer.Typer(
     name="list",
     help="Reading lists: named, described sets of papers. A paper can be in many lists; "
-    "deleting a list never deletes a paper.",
+    "deleting a list never deletes a paper.\n\nGuide: docs/formats.md",
     no_args_is_help=True,
 )
 list_app.callback()(subcommand)

@@ -99,7 +99,9 @@ def ingest(
     ] = False,
 ) -> None:
     """Import papers into the store; each work is kept once (same arXiv id, DOI, or title unless
-    key, type or year say they are two works)."""
+    key, type or year say they are two works).
+
+    Guide: docs/formats.md"""
     from assistant.ingest import ingest_arxiv, record_import
     from assistant.ingest.arxiv import ArxivClient
 
@@ -198,7 +200,9 @@ def rm(
     Undo a wrong import with --last-import (only the papers it made, and of those only the ones
     you have not decided on, starred, noted or listed; papers it merged into were there before
     and stay, without its source), or name the file with --source. What is deleted is written
-    to a file first: 'triage ingest FILE' brings it back whole."""
+    to a file first: 'triage ingest FILE' brings it back whole.
+
+    Guide: docs/formats.md"""
     from assistant.ingest import import_lists, last_import, save_removed, undo_last_import, was_undone
 
     store = state.store
@@ -345,7 +349,9 @@ def split(
     """Split a merged record off a paper: deduplication took it for this paper, and it is not.
 
     The record becomes a paper of its own (undecided, to be tagged); the paper gets back what it
-    had without it. Decisions, notes and lists stay with the paper."""
+    had without it. Decisions, notes and lists stay with the paper.
+
+    Guide: docs/formats.md"""
     paper_id = read_ids([paper_id])[0]
     store = state.store
     if store.get(paper_id) is None:

@@ -123,7 +123,9 @@ def eval_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="The report as one JSON object.")] = False,
 ) -> None:
     """Can I trust the scores? Agreement of the engine, the personal model and the blend with your
-    decisions (P@10/20, average precision, ROC-AUC, WSS@95), per topic, with a calibration table."""
+    decisions (P@10/20, average precision, ROC-AUC, WSS@95), per topic, with a calibration table.
+
+    Guide: docs/ranking.md"""
     from assistant.personal import load_features
     from assistant.personal.evaluate import evaluate
 
@@ -172,7 +174,9 @@ def suggest_agenda(
     ] = 2,
 ) -> None:
     """Suggest topics your agenda is missing, from accepted papers that every topic scored low.
-    Prints agenda Markdown to paste into agenda.md; writes nothing."""
+    Prints agenda Markdown to paste into agenda.md; writes nothing.
+
+    Guide: docs/agenda.md"""
     from assistant.personal import load_features
     from assistant.personal.suggest import suggest
 

@@ -19,7 +19,9 @@ def review(
         float, typer.Option(min=0.5, help="Seconds between reads of what other processes wrote.")
     ] = 3.0,
 ) -> None:
-    """Review the ranked queue in a terminal UI: decide, tag, note, file into lists, search."""
+    """Review the ranked queue in a terminal UI: decide, tag, note, file into lists, search.
+
+    Guide: docs/review.md"""
     from assistant.tui.app import ReviewApp  # the UI library loads only for this command
 
     try:
@@ -42,7 +44,9 @@ def mark(
         bool | None, typer.Option("--star/--unstar", help="Star or unstar.", show_default=False)
     ] = None,
 ) -> None:
-    """Record a decision for papers, as the review UI does."""
+    """Record a decision for papers, as the review UI does.
+
+    Guide: docs/review.md"""
     flags = ((Status.ACCEPTED, accept), (Status.REJECTED, reject), (Status.MAYBE, maybe), (Status.NEW, new))
     chosen = [status for status, given in flags if given]
     if len(chosen) > 1:

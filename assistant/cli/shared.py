@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="triage",
-    help="Paper Triage Assistant: rank papers against your research agenda, review them, export lists.",
+    help="Paper Triage Assistant: rank papers against your research agenda, review them, export lists."
+    "\n\nEvery command: docs/commands.md; the settings: docs/settings.md.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -279,7 +280,7 @@ def main(
         str | None,
         typer.Option(
             envvar="TRIAGE_CHROMA_URL",
-            help="Use a Chroma server, e.g. http://127.0.0.1:8000.",
+            help="Use a Chroma server, e.g. http://127.0.0.1:8000 (docs/server.md).",
             show_default=False,
         ),
     ] = None,

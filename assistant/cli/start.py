@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 @app.command("agenda")
 @user_errors
 def agenda_cmd() -> None:
-    """Print the research agenda's topics as the tool understands them."""
+    """Print the research agenda's topics as the tool understands them.
+
+    Guide: docs/agenda.md"""
     agenda = state.agenda()
     table = Table(title=f"Agenda {escape(agenda.path)} (hash {agenda.hash})", title_justify="left")
     table.add_column("topic", style="bold")
@@ -54,7 +56,9 @@ def agenda_cmd() -> None:
 def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing agenda.")] = False,
 ) -> None:
-    """Write a commented starter agenda to edit."""
+    """Write a commented starter agenda to edit.
+
+    Guide: docs/agenda.md"""
     from assistant.agenda import example_agenda_text
 
     path = state.settings.agenda_path
@@ -161,7 +165,9 @@ def _version_of(dist: str) -> str:
 @app.command()
 @user_errors
 def doctor() -> None:
-    """Check the setup: store reachable, embedding model loads, agenda, LLM, versions."""
+    """Check the setup: store reachable, embedding model loads, agenda, LLM, versions.
+
+    Guide: docs/settings.md"""
     from assistant.cache import cache_file
 
     ok = True
