@@ -1,1 +1,19 @@
-"""The review UI (Textual): a shell over the core, which never imports it."""
+"""The review UI (Textual): a shell over the core, which never imports it.
+
+The app wires; widgets render; actions decide. Lower modules never import higher ones:
+
+- `app`: `ReviewApp`, the App: key bindings (footer, help), layout, lifecycle, events.
+- `actions`: the keys that change papers (decide, star, undo, delete, tags, note, lists, open).
+- `navigation`: the keys that change what the queue shows (views, sorts, filter, search).
+- `workers`: background work (the queue's index, refreshing, the personal model, assessing).
+- `saving`: writing changes; what the store refuses is kept, retried, written to a recovery file.
+- `view`: the session's state and the queue on screen (rows, summary, detail pane, counts).
+- `state`: the views, the undo stack's entries, the changes the store refused.
+- `widgets`: the queue table, the summary bar and the detail pane, and how they render a paper.
+- `screens`: the dialogs (error, confirm, help, filter, tags, note, lists, search).
+- `dialogs`: what dialogs need that is not a screen (the error guard, questions, help rows).
+- `app.tcss`: the styles.
+
+`ReviewApp` is composed of the parts' classes: `Decisions` (actions, over `Saving` and
+`Workers`) and `Navigation` (over `Workers`), all over `QueueView`.
+"""

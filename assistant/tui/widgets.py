@@ -1,4 +1,5 @@
-"""The review screen's parts: the summary bar and the detail pane."""
+"""The review screen's parts, and how they render a paper: the queue table and its cells,
+the summary bar, the detail pane."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ STATUS_STYLE = {
     Status.MAYBE: "yellow",
 }
 SPARK = " ▁▂▃▄▅▆▇█"
+
+
+def clip(text: str, width: int) -> str:
+    """`text` cut at a word to fit `width` characters (an ellipsis says it was cut)."""
+    return text if len(text) <= width else text[: width - 1].rsplit(" ", 1)[0] + "…"
 
 
 def spark(values: list[int]) -> str:

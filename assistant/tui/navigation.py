@@ -1,0 +1,107 @@
+"""The keys that change what the queue shows: moving, views (v), sorts (S), the filter (f),
+search (/), more like this (M), clearing (escape) and refreshing (r)."""
+
+from __future__ import annotations
+
+from assistant.index import Sort
+from assistant.render import LEAN_LEGEND
+from assistant.selection import Selection
+from assistant.tui.dialogs import guarded
+from assistant.tui.screens import FilterChoices, FilterScreen, SearchRequest, SearchScreen
+from assistant.tui.state import UNDECIDED, VIEWS
+from assistant.tui.widgets import clip
+from assistant.tui.workers import Workers
+
+
+class Navigation(Workers):
+    """What the keys that choose, order and search the queue do."""
+
+    # -- moving and finding ----------------------------------------------------------------
+
+    def action_cursor(self, step: int) -> None:
+        if self.shown:
+            self.table.move_cursor(row=max(0, min(len(self.shown) - 1, self.table.cursor_row + step)))
+
+    def action_search(self) -> None:
+        self.push_screen(SearchScreen(), self._searched)
+
+    @guarded
+    def _searched(self, request: SearchRequest | None) -> None:
+        if request is None:
+            return
+        if request.semantic:
+            hits = self.store.search(request.text, k=100)
+            self.pin([h.item.paper.id for h in hits], f"nearest to “{request.text}”")
+        else:
+            self.pinned, self.text = None, request.text
+            self.reload(keep_current=False)
+
+    def action_filter(self) -> None:
+        choices = FilterChoices(
+            topics=[t.name for t in self.agenda.topics] if self.agenda else [],
+            tags=self.index.vocabulary(),
+            lists=[rl.name for rl in self.lists.all()],
+            sources=self.index.sources(),
+        )
+        self.push_screen(FilterScreen(self.selection, choices), self._filtered)
+
+    def _filtered(self, selection: Selection | None) -> None:
+        if selection is not None:
+            self.set_view("filtered", selection)
+
+    @guarded
+    def action_more_like_this(self) -> None:
+        pid = self.current_id()
+        if not pid:
+            return
+        hits = self.store.neighbours(pid, k=50)
+        self.pin([h.item.paper.id for h in hits], f"more like “{clip(self.index.rows[pid].title, 40)}”")
+
+    def pin(self, ids: list[str], label: str) -> None:
+        self.pinned, self.pinned_label = ids, label
+        self.reload(keep_current=False)
+
+    # -- views and sorts -------------------------------------------------------------------
+
+    def action_clear(self) -> None:
+        if self.pinned is not None or self.text:
+            self.pinned, self.text = None, ""
+            self.reload()
+
+    def clear_filters(self) -> None:
+        self.set_view("undecided", Selection(statuses=UNDECIDED))
+
+    def set_view(self, name: str, selection: Selection | None = None) -> None:
+        if selection is None:
+            _, statuses, starred = next(v for v in VIEWS if v[0] == name)
+            selection = Selection(**{**self.selection.__dict__, "statuses": statuses, "starred": starred})
+        self.view_name, self.selection = name, selection
+        self.sticky.clear()
+        self.reload(keep_current=False)
+
+    def action_cycle_view(self) -> None:
+        names = [v[0] for v in VIEWS]
+        current = names.index(self.view_name) if self.view_name in names else -1
+        self.set_view(names[(current + 1) % len(names)])
+
+    def set_sort(self, sort: Sort) -> None:
+        self.sort = sort
+        if sort in (Sort.UNCERTAIN, Sort.DISAGREEMENT) and (
+            self.ranking is None or self.ranking.model is None
+        ):
+            note = self.ranking.fit.note if self.ranking else "the personal model is still loading"
+            self.notify(f"No personal model yet ({note}): by relevance meanwhile.", timeout=5)
+        elif sort is Sort.DISAGREEMENT:
+            self.notify(f"Disagreement first: {LEAN_LEGEND}.", timeout=5)
+        self.set_marks()
+        self.reload()
+
+    def action_cycle_sort(self) -> None:
+        sorts = list(Sort)
+        self.set_sort(sorts[(sorts.index(self.sort) + 1) % len(sorts)])
+
+    def action_refresh(self) -> None:
+        self.sticky.clear()
+        self.check_agenda()
+        self.reload()
+        self.refresh_store()

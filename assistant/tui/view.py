@@ -1,0 +1,272 @@
+"""The review session's state and the queue on screen: which rows the view shows, the
+summary bar, the detail pane, the status line, and counting the view.
+
+`QueueView` is the base of the app's parts (assistant.tui.app composes them): it holds every
+piece of state the session keeps, and the methods the others redraw the screen with.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import App
+from textual.widgets import Static
+
+from assistant.agenda import Agenda, load_agenda
+from assistant.config import Settings
+from assistant.errors import TriageError
+from assistant.index import QueueIndex, Row, Sort
+from assistant.lists import ReadingLists
+from assistant.models import StoredPaper
+from assistant.personal import FeatureCache, Ranking, TextFeatures
+from assistant.render import lean
+from assistant.selection import Selection
+from assistant.store import Store
+from assistant.triage.keys import is_stale
+from assistant.triage.prompts import Prompts, load_prompts
+from assistant.tui.dialogs import guarded
+from assistant.tui.screens import ErrorScreen
+from assistant.tui.state import UNDECIDED, DecisionChange, Deletion, Unsaved
+from assistant.tui.widgets import Detail, QueueTable, Summary
+
+KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+class QueueView(App[None]):
+    """The session's state, and what the screen shows of it."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        agenda: Agenda | None,
+        *,
+        cache_dir: Path | None = None,
+        refresh_every: float = 3.0,
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.settings = settings
+        self.agenda = agenda
+        self._agenda_mtime = _mtime(settings.agenda_path) if agenda is not None else None
+        self.cache_dir = cache_dir
+        self.refresh_every = refresh_every
+        self.index = QueueIndex.open(store, cache_dir)
+        self.lists = ReadingLists(store)
+        self.prompts: Prompts | None = None
+        try:
+            self.prompts = load_prompts(settings.prompts)
+        except Exception:  # stale marks for LLM assessments need them; the rest works without
+            self.prompts = None
+        self.selection = Selection(statuses=UNDECIDED)
+        self.view_name = "undecided"
+        self.sort = Sort.RELEVANCE
+        self.text = ""
+        self.pinned: list[str] | None = None
+        self.pinned_label = ""
+        self.sticky: set[str] = set()
+        self.undo_stack: list[DecisionChange | Deletion] = []
+        self.unsaved: dict[str, Unsaved] = {}  # changes the store refused, by paper
+        self.recovery_file: Path | None = None  # where they are written, once there are any
+        self._written: dict[str, float] = {}  # when this UI last wrote each paper
+        self._generation = 0  # bumped whenever the view is rebuilt
+        self.matching: int | None = None
+        self._refresh_failed = False
+        self._detail_shown_at = 0.0
+        self._detail_item: StoredPaper | None = None
+        self.ranking: Ranking | None = None
+        self.texts: TextFeatures | None = None
+        self._retrain_timer: Any = None
+        self._retrain_pending = False
+        self._texts_lock = threading.Lock()
+        self._features = FeatureCache()
+        # The paper a decision moved the cursor to, while the cursor stays there: when the
+        # queue is re-ranked the cursor goes to the best undecided paper of the new order.
+        self._advanced_to: str | None = None
+
+    @property
+    def table(self) -> QueueTable:
+        return self.query_one("#queue", QueueTable)
+
+    @property
+    def shown(self) -> list[str]:
+        return self.table.shown
+
+    def current_id(self) -> str | None:
+        return self.table.current_id()
+
+    # -- messages to the user ---------------------------------------------------------
+
+    def idle_text(self) -> str:
+        """The status line when nothing is under way: a hint for an empty store, else nothing."""
+        if self.index.built and not self.index.rows:
+            return (
+                "The store is empty: quit (q) and import papers with 'triage ingest FILE' "
+                "('triage demo' imports a sample)."
+            )
+        return ""
+
+    def say(self, text: str) -> None:
+        self.query_one("#status-line", Static).update(text)
+
+    def show_error(self, exc: BaseException) -> None:
+        title = "Error" if isinstance(exc, TriageError) else type(exc).__name__
+        self.push_screen(ErrorScreen(title, str(exc) or repr(exc)))
+
+    def view_label(self) -> str:
+        if self.pinned is not None:
+            return self.pinned_label
+        label = (
+            self.view_name
+            if self.selection.describe() == "/".join(s.value for s in self.selection.statuses)
+            else self.selection.describe()
+        )
+        if self.text:
+            label += f', words "{self.text}"'
+        return f"{label} by {self.sort.value}"
+
+    def update_summary(self) -> None:
+        personal = ""
+        if self.ranking is not None:
+            personal = self.ranking.fit.short()
+            if self.ranking.estimate is not None:
+                personal += f" · {self.ranking.estimate.short()}"
+        self.query_one(Summary).show(
+            dict(self.index.counts()),
+            self.index.histogram(),
+            self.view_label(),
+            self.matching,
+            personal,
+        )
+
+    def check_agenda(self) -> None:
+        """Take in an edited agenda: new assessments use it, older ones show as stale."""
+        path = self.settings.agenda_path
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            return
+        if mtime == self._agenda_mtime:
+            return
+        self._agenda_mtime = mtime
+        try:
+            agenda = load_agenda(path)
+        except TriageError as exc:
+            self.notify(f"The agenda cannot be read, the previous one stays in use: {exc}", severity="error")
+            return
+        if self.agenda is not None and agenda.hash == self.agenda.hash:
+            return
+        self.agenda = agenda
+        self.notify("The agenda changed: older assessments show as stale; E re-assesses the view.", timeout=6)
+        self.show_detail()
+
+    # -- the queue ---------------------------------------------------------------------
+
+    def in_view(self, row: Row) -> bool:
+        return row.id in self.sticky or self.selection.matches_fields(row)
+
+    def rows_in_view(self) -> Iterator[Row]:
+        if self.pinned is not None:
+            rows = self.index.rows
+            return (rows[i] for i in self.pinned if i in rows and self.in_view(rows[i]))
+        return self.index.view(self.selection, self.sort, self.text, always=self.sticky)
+
+    def reload(self, keep_current: bool = True) -> None:
+        """Show the current view, with the highlighted paper still highlighted if it is in the
+        view's first pages (else from the top)."""
+        self._generation += 1
+        keep = self.current_id() if keep_current else None
+        if keep and not (keep in self.index.rows and self.in_view(self.index.rows[keep])):
+            keep = None
+        self.table.fill(self.rows_in_view(), keep, KEEP_DEPTH)
+        self.matching = None
+        if self.index.built and not self.index.rows:
+            self.say(self.idle_text())
+        self.update_summary()
+        self.show_detail()
+        # Counting a large view takes a while: start it once this keypress has been drawn.
+        self.set_timer(0.3, self.count_view)
+
+    @guarded
+    def show_detail(self) -> None:
+        self._detail_shown_at = time.time()
+        pid = self.current_id()
+        if pid in self.unsaved:  # the session's change, not what the store still holds
+            item: StoredPaper | None = self.unsaved[pid].item
+        else:
+            item = self.store.get(pid) if pid else None
+        self._detail_item = item
+        stale = bool(item and self.agenda and is_stale(item, self.agenda, self.prompts))
+        explanation = self.ranking.explain(pid) if self.ranking and pid and self.ranking.personal else None
+        note = self.ranking.fit.note if self.ranking and not self.ranking.personal else ""
+        self.query_one(Detail).show(item, self.agenda, stale, explanation, note)
+
+    def update_rows(self, ids: list[str]) -> None:
+        """Re-read these papers' rows from the store and redraw them where they are shown."""
+        rows = [Row.from_metadata(pid, meta) for pid, meta in self.store.metadata(ids)]
+        for row in rows:
+            if row.id in self.index.rows:
+                self.recount(self.index.rows[row.id], row)
+        self.index.apply(rows)
+        self.update_summary()
+        self.redraw(rows)
+
+    def recount(self, old: Row, new: Row) -> None:
+        """Keep the view's count in step with a paper that changed (a decided paper stays on
+        screen, uncounted)."""
+        if self.matching is not None and self.pinned is None and not self.text:
+            self.matching += self.selection.matches_fields(new) - self.selection.matches_fields(old)
+        else:
+            self.set_timer(0.3, self.count_view)
+
+    def redraw(self, rows: list[Row], detail: bool = True) -> None:
+        self.table.redraw(rows)
+        if detail and self.current_id() in {r.id for r in rows}:
+            self.show_detail()
+
+    def show_again(self, pid: str) -> None:
+        """Highlight a paper an undo brought back, in the view even if it left it (refreshed
+        since, or deleted)."""
+        if pid not in self.shown:
+            self.sticky.add(pid)
+            self.reload(keep_current=False)
+            while pid not in self.shown and not self.table.exhausted:
+                self.table.load_more()
+        if pid in self.shown:
+            self.table.move_cursor(row=self.shown.index(pid), animate=False)
+
+    def set_marks(self) -> None:
+        """In the disagreement sort, each paper says which way the model leans (`LEAN_LEGEND`)."""
+        ranking = self.ranking
+        if self.sort is Sort.DISAGREEMENT and ranking is not None and ranking.model is not None:
+            self.table.mark_of = lambda pid: lean(ranking.disagreement(pid))
+        else:
+            self.table.mark_of = None
+
+    @work(thread=True, exclusive=True, group="count")
+    def count_view(self) -> None:
+        """How many papers the view matches (decided papers kept on screen are not counted)."""
+        generation = self._generation
+        rows = self.index.rows
+        if self.pinned is not None:
+            total = sum(1 for i in self.pinned if i in rows and self.selection.matches_fields(rows[i]))
+        else:
+            total = sum(1 for _ in self.index.view(self.selection, self.sort, self.text))
+        self.call_from_thread(self._counted, total, generation)
+
+    def _counted(self, total: int, generation: int) -> None:
+        if generation == self._generation:  # else the view changed while it was counted
+            self.matching = total
+            self.update_summary()
