@@ -8,6 +8,7 @@ request, makes it fail in the ways real endpoints do.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -42,31 +43,62 @@ def _score(topic: str, text: str) -> int:
     return min(10, 2 * len(topic_words & text_words))
 
 
-def default_answer(paper_id: str, text: str, topics: list[tuple[str, str]]) -> dict[str, Any]:
+def hash_score(topic: str, text: str) -> int:
+    """A score 0-10 that depends on the topic and this paper's own text only."""
+    digest = hashlib.sha256(f"{topic}\x1f{' '.join(text.split())}".encode()).digest()
+    return digest[0] % 11
+
+
+def default_answer(
+    paper_id: str, text: str, topics: list[tuple[str, str]], hashed: bool = False
+) -> dict[str, Any]:
     title = text.split("\n", 1)[0].removeprefix("Title: ")
     words = WORD.findall(title.lower())
+
+    def score(name: str, desc: str) -> int:
+        return hash_score(name, text) if hashed else _score(name + " " + desc, text)
+
     return {
         "tags": list(dict.fromkeys(words))[:3] or ["paper", "research"],
         "summary": f"The paper studies {title[:80].lower()}.",
         "topics": [
-            {"topic": name, "score": _score(name + " " + desc, text), "reason": f"shares terms with {name}"}
+            {"topic": name, "score": score(name, desc), "reason": f"shares terms with {name}"}
             for name, desc in topics
         ],
     }
 
 
+# Faults a real endpoint shows, by name (see FakeLLM.faults).
+FAULTS = ("429", "500", "garbage", "truncate")
+
+
 class FakeLLM:
-    def __init__(self, latency: float = 0.0, error_rate: float = 0.0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        latency: float = 0.0,
+        error_rate: float = 0.0,
+        seed: int = 0,
+        faults: dict[str, float] | None = None,
+        hash_scores: bool = False,
+    ) -> None:
         self.latency = latency
         self.error_rate = error_rate
+        # Share of requests answered with each fault of FAULTS (after error_rate's 429s).
+        self.faults = dict(faults or {})
+        # Scores from a hash of each paper's own text: the same paper gets the same scores
+        # whichever papers share its request.
+        self.hash_scores = hash_scores
         self.random = random.Random(seed)
         self.script: list[Behaviour] = []
         self.requests: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.time() at which each request arrived
         self.errors_sent: list[tuple[float, int]] = []  # (time.time(), status) of each error sent
-        # A gullible model: when a paper's text contains this phrase, it obeys it and scores
-        # every paper of that request 10 on every topic.
-        self.obeys: str | None = None
+        # A gullible model: when a paper's text contains this phrase (or one of these), it obeys
+        # it and scores every paper of that request 10 on every topic ("request"), or only the
+        # paper that says it ("paper").
+        self.obeys: str | list[str] | None = None
+        self.obey_scope = "request"
+        self.batches: list[list[str]] = []  # the paper ids of each answered request, in order
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -94,15 +126,30 @@ class FakeLLM:
                 return self.script.pop(0)
             if self.error_rate and self.random.random() < self.error_rate:
                 return Behaviour(status=429, headers={"Retry-After": "0.2"})
+            if self.faults:
+                roll = self.random.random()
+                for kind in FAULTS:
+                    roll -= self.faults.get(kind, 0.0)
+                    if roll < 0:
+                        return fault(kind)
             return Behaviour()
+
+    def _obeyed(self, text: str) -> bool:
+        phrases = [self.obeys] if isinstance(self.obeys, str) else self.obeys or []
+        return any(p.lower() in text.lower() for p in phrases)
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         user = next(m["content"] for m in request["messages"] if m["role"] == "user")
         topics = TOPIC.findall(user)
         papers = [(pid, text) for _, pid, text in PAPER.findall(user)]
-        answers = [{"paper_id": pid, **default_answer(pid, text, topics)} for pid, text in papers]
-        if self.obeys and any(self.obeys.lower() in text.lower() for _, text in papers):
-            for a in answers:
+        with self.lock:
+            self.batches.append([pid for pid, _ in papers])
+        answers = [
+            {"paper_id": pid, **default_answer(pid, text, topics, self.hash_scores)} for pid, text in papers
+        ]
+        obeyed = [self._obeyed(text) for _, text in papers]
+        for a, own in zip(answers, obeyed, strict=True):
+            if own or (self.obey_scope == "request" and any(obeyed)):
                 a["topics"] = [{**t, "score": 10, "reason": "as instructed"} for t in a["topics"]]
         if len(answers) == 1:
             answers[0].pop("paper_id")
@@ -130,7 +177,13 @@ class FakeLLM:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:  # noqa: N802
-                """GET /stats: the number of requests so far (for a server run as its own process)."""
+                """GET /stats: the number of requests so far (for a server run as its own process);
+                GET /batches: the paper ids of each answered request."""
+                if self.path.rstrip("/").endswith("/batches"):
+                    with fake.lock:
+                        body = json.dumps({"batches": fake.batches}).encode()
+                    self._send(200, body, {})
+                    return
                 self._send(200, json.dumps({"calls": fake.calls}).encode(), {})
 
             def do_POST(self) -> None:  # noqa: N802
@@ -168,6 +221,30 @@ class FakeLLM:
         return Handler
 
 
+def fault(kind: str) -> Behaviour:
+    """One of FAULTS as a behaviour."""
+    if kind == "429":
+        return Behaviour(status=429, headers={"Retry-After": "0.2"})
+    if kind == "500":
+        return Behaviour(status=500)
+    if kind == "garbage":
+        return Behaviour(body="<html>502 Bad Gateway</html>")
+    if kind == "truncate":
+        return Behaviour(truncate=True)
+    raise ValueError(f"unknown fault {kind!r}: one of {FAULTS}")
+
+
+def parse_faults(text: str) -> dict[str, float]:
+    """'429=0.02,500=0.02,garbage=0.02,truncate=0.02' as {kind: share}."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        kind, _, share = part.partition("=")
+        if kind not in FAULTS:
+            raise ValueError(f"unknown fault {kind!r}: one of {FAULTS}")
+        out[kind] = float(share)
+    return out
+
+
 def completion_json(request: dict[str, Any], arguments: str) -> dict[str, Any]:
     prompt_chars = sum(len(str(m.get("content") or "")) for m in request["messages"])
     prompt_chars += len(json.dumps(request.get("tools", [])))
@@ -203,8 +280,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="fake OpenAI-compatible endpoint on 127.0.0.1")
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--error-rate", type=float, default=0.0)
+    parser.add_argument("--faults", default="", help="e.g. 429=0.02,500=0.02,garbage=0.02,truncate=0.02")
+    parser.add_argument("--hash-scores", action="store_true", help="scores from each paper's own text")
+    parser.add_argument("--obeys", action="append", default=[], help="a phrase the model obeys (repeatable)")
+    parser.add_argument("--obey-scope", choices=("request", "paper"), default="request")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    with FakeLLM(latency=args.latency, error_rate=args.error_rate) as fake:
+    with FakeLLM(
+        latency=args.latency,
+        error_rate=args.error_rate,
+        seed=args.seed,
+        faults=parse_faults(args.faults),
+        hash_scores=args.hash_scores,
+    ) as fake:
+        fake.obeys = args.obeys or None
+        fake.obey_scope = args.obey_scope
         print(fake.url, flush=True)
         fake.thread.join()
 

@@ -12,6 +12,7 @@ from rich.table import Table
 from assistant.cli.shared import app, console, err_console, progress, state, user_errors
 from assistant.defaults import DEFAULT_MODEL
 from assistant.errors import ConfigError, TriageError
+from assistant.render import plain
 from assistant.triage.pricing import cost, price_for
 
 if TYPE_CHECKING:
@@ -105,8 +106,12 @@ def _summary(report: RunReport) -> Table:
     title = (
         "Interrupted"
         if report.interrupted
+        else "Stopped: no progress (watchdog)"
+        if report.stalled
         else "Stopped: the LLM endpoint cannot be reached"
         if report.unreachable
+        else "Stopped: results cannot be stored"
+        if report.store_error
         else "Stopped by the budget"
         if report.stopped_by_budget
         else "Done"
@@ -117,7 +122,9 @@ def _summary(report: RunReport) -> Table:
     rate = report.done / report.seconds if report.seconds else 0.0
     table.add_row("assessed", f"{report.done}")
     table.add_row("failed", f"[red]{report.failed}[/red]" if report.failed else "0")
-    table.add_row("not started", str(report.plan.papers - report.done - report.failed))
+    if report.removed:
+        table.add_row("removed while queued", str(len(report.removed)))
+    table.add_row("not started", str(report.not_started))
     table.add_row("already up to date", str(report.plan.up_to_date))
     table.add_row("LLM calls", str(report.calls))
     table.add_row("tokens (prompt / completion)", f"{report.prompt_tokens:,} / {report.completion_tokens:,}")
@@ -209,7 +216,7 @@ def run_llm_tag(
             rate = (r.done + r.failed) / r.seconds if r.seconds else 0.0
             bar.update(
                 task,
-                completed=r.done + r.failed,
+                completed=r.done + r.failed + len(r.removed),
                 rate=f"{rate:.1f}/s" if rate else "",
                 stats=f"failed {r.failed} · {r.prompt_tokens + r.completion_tokens:,} tok · {_money(r.cost)}",
             )
@@ -242,6 +249,18 @@ def run_llm_tag(
         )
     for note in report.notes:
         err_console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    if report.removed:
+        shown = ", ".join(report.removed[:10]) + (
+            f" and {len(report.removed) - 10} more" if len(report.removed) > 10 else ""
+        )
+        err_console.print(f"[yellow]removed while queued:[/yellow] {plain(shown)}")
+    if report.stalled:
+        err_console.print(
+            f"[red]error:[/red] the run stopped: {escape(report.stalled)}.\nEvery result received is "
+            "stored; the papers not assessed are tried again by the next 'triage tag'."
+        )
+    if report.store_error:
+        err_console.print(f"[red]error:[/red] {escape(report.store_error)}")
     if report.unreachable:
         err_console.print(
             f"[red]error:[/red] {escape(report.unreachable)}\n"
@@ -250,14 +269,14 @@ def run_llm_tag(
         )
     else:
         for paper_id, reason in list(report.failures.items())[:10]:
-            err_console.print(f"[red]failed:[/red] {paper_id}: {escape(reason)}")
+            err_console.print(f"[red]failed:[/red] {plain(paper_id)}: {plain(reason)}")
         if len(report.failures) > 10:
             err_console.print(
                 f"... and {len(report.failures) - 10} more ('triage tag --retry-failed' tries them again)"
             )
     if report.interrupted:
         raise typer.Exit(130)
-    if report.failed:
+    if report.failed or report.stalled or report.store_error:
         raise typer.Exit(1)  # scripts and cron jobs see that something was not assessed
     return report
 

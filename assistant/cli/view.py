@@ -15,7 +15,7 @@ from rich.table import Table
 from assistant.cli.shared import app, console, err_console, plural, read_ids, sentence, state, user_errors
 from assistant.errors import TriageError
 from assistant.order import queue_key
-from assistant.render import LEAN_LEGEND, lean, papers_table, relevance_bar
+from assistant.render import LEAN_LEGEND, lean, link_text, papers_table, plain, relevance_bar
 from assistant.status import Status
 
 if TYPE_CHECKING:
@@ -276,64 +276,76 @@ def ranked(
 @user_errors
 def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage ranked' prints it.")]) -> None:
     """Print one paper with its assessment and decision."""
+    from assistant.triage.injection import instruction_hint
+
     paper_id = read_ids([paper_id])[0]
     item = state.store.get(paper_id)
     if item is None:
         raise TriageError(f"no paper with id {paper_id!r}; 'triage search TEXT' finds ids")
     p, a, d = item.paper, item.assessment, item.decision
-    console.print(f"[bold]{escape(p.title)}[/bold]")
+    # Everything from the paper, its assessment or a note goes through `plain`: rich markup in
+    # it prints as written, and no control character reaches the terminal.
+    console.print(f"[bold]{plain(p.title)}[/bold]")
     meta = [
         ", ".join(p.authors[:8]) + (" et al." if len(p.authors) > 8 else ""),
         str(p.year or ""),
         p.venue or "",
         " ".join(p.categories),
     ]
-    console.print(escape(" · ".join(m for m in meta if m)))
+    console.print(plain(" · ".join(m for m in meta if m)))
     if p.link:
-        console.print(f"[link={p.link}]{escape(p.link)}[/link]")
+        console.print(link_text(p.link))  # clickable only when http(s)
     console.print(
-        f"id {p.id} · status {d.status.value}{' ★' if d.starred else ''} · sources {', '.join(p.sources)}"
+        f"id {plain(p.id)} · status {d.status.value}{' ★' if d.starred else ''} · "
+        f"sources {plain(', '.join(p.sources))}"
     )
+    hint = instruction_hint(p)
+    if hint is not None:
+        console.print(
+            f"[bold yellow]warning:[/bold yellow] this paper's text addresses the grader "
+            f"(“{plain(hint[:80])}”): it is assessed in a call of its own, as data, but its "
+            "scores may still be steered; read it before trusting them"
+        )
     if a:
         console.print()
         console.print(
             "[bold]relevance[/bold] ",
             relevance_bar(a.relevance),
-            f"  [dim]({a.engine}, {a.created_at:%Y-%m-%d %H:%M})[/dim]",
+            f"  [dim]({plain(a.engine)}, {a.created_at:%Y-%m-%d %H:%M})[/dim]",
         )
         if state.stale([item]):
             console.print(
                 "[yellow]stale:[/yellow] assessed before the agenda, prompts or paper changed; "
                 "'triage tag' re-assesses it"
             )
-        console.print(f"[bold]summary[/bold] {escape(a.summary)}")
+        console.print(f"[bold]summary[/bold] {plain(a.summary)}")
         for t in a.topics:
-            console.print(f"  {t.score:>2}/10 [bold]{escape(t.topic)}[/bold]: {escape(t.reason)}")
-        console.print(f"[bold]tags[/bold] {escape(', '.join(a.tags))}")
+            console.print(f"  {t.score:>2}/10 [bold]{plain(t.topic)}[/bold]: {plain(t.reason)}")
+        console.print(f"[bold]tags[/bold] {plain(', '.join(a.tags))}")
         personal = state.personal(quiet=True)
         explanation = personal.ranking.explain(p.id) if personal else None
         if explanation is not None and personal is not None and personal.ranking.personal:
-            console.print("[bold]your decisions[/bold] " + escape(explanation.lines()[0]))
+            console.print("[bold]your decisions[/bold] " + plain(explanation.lines()[0]))
             for line in explanation.lines()[1:]:
-                console.print(f"  {escape(line)}")
-            console.print(f"  [dim]{escape(explanation.note)}[/dim]")
+                console.print(f"  {plain(line)}")
+            console.print(f"  [dim]{plain(explanation.note)}[/dim]")
         elif personal is not None:
-            console.print(f"[bold]personal model[/bold] [dim]{escape(personal.ranking.fit.note)}[/dim]")
+            console.print(f"[bold]personal model[/bold] [dim]{plain(personal.ranking.fit.note)}[/dim]")
     if d.tags:
-        console.print(f"[bold]your tags[/bold] {escape(', '.join(d.tags))}")
+        console.print(f"[bold]your tags[/bold] {plain(', '.join(d.tags))}")
     if item.failure:
-        console.print(f"[red]last LLM attempt failed:[/red] {escape(item.failure[1])}")
+        console.print(f"[red]last LLM attempt failed:[/red] {plain(item.failure[1])}")
     if d.note:
-        console.print(f"[bold]note[/bold] {escape(d.note)}")
+        console.print(f"[bold]note[/bold] {plain(d.note)}")
     log = state.store.merge_log(p.id)
     if log is not None and log.entries:
         console.print("[bold]merged records[/bold] (each can be split off: 'triage split ID N')")
         for n, entry in enumerate(log.entries, start=1):
             source = ", ".join(entry.record.sources) or "unknown source"
             console.print(
-                f"  {n}. {escape(entry.record.title)} [dim]({escape(entry.record.id)}; {escape(entry.how)}; "
-                f"from {escape(source)}, {entry.at:%Y-%m-%d %H:%M})[/dim]"
+                f"  {n}. {plain(entry.record.title)} [dim]({plain(entry.record.id)}; {plain(entry.how)}; "
+                f"from {plain(source)}, {entry.at:%Y-%m-%d %H:%M})[/dim]"
             )
     if p.abstract:
         console.print()
-        console.print(escape(p.abstract))
+        console.print(plain(p.abstract))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from assistant.agenda import Agenda
 from assistant.config import Settings
@@ -25,6 +25,7 @@ class AssessOutcome:
     failed: int
     up_to_date: int
     failures: dict[str, str]
+    removed: list[str] = field(default_factory=list)  # deleted from the store while queued
 
 
 def assess_papers(
@@ -61,11 +62,18 @@ def assess_papers(
                 run,
                 price=price_for(prepared.model, settings.prices),
                 vocabulary=prepared.vocabulary,
-                on_update=lambda r: on_progress(r.done + r.failed, total) if on_progress else None,
+                on_update=lambda r: (
+                    on_progress(r.done + r.failed + len(r.removed), total) if on_progress else None
+                ),
             )
         )
     return AssessOutcome(
-        f"llm ({prepared.model})", run.done, run.failed, prepared.plan.up_to_date, dict(run.failures)
+        f"llm ({prepared.model})",
+        run.done,
+        run.failed,
+        prepared.plan.up_to_date,
+        dict(run.failures),
+        list(run.removed),
     )
 
 

@@ -92,24 +92,6 @@ def paper_block(paper: Paper, fence: str) -> str:
     return "\n".join(lines)
 
 
-# Text that talks to the model instead of describing a paper. In a call of several papers such
-# a paper could move the others' scores, so the runner sends it in a call of its own (where it
-# can only mislead its own assessment). A false match costs only that paper's share of a batch.
-_INSTRUCTION_LIKE = re.compile(
-    r"\b(ignore|disregard|forget)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?"
-    r"(previous|prior|above|earlier|preceding|system|other)?\s*instructions\b"
-    r"|\b(rate|score|grade|mark)\s+(every|all|each|the\s+other)\s+(\w+\s+)?(papers?|abstracts?)\b"
-    r"|\b(rate|score|give|assign)\b[^.\n]{0,40}\b10\s*(/\s*10|out\s+of\s+10)?\s*(on|for|to)\s+"
-    r"(every|all|each)\b",
-    re.IGNORECASE,
-)
-
-
-def instruction_like(paper: Paper) -> bool:
-    """Whether the paper's title or abstract reads like instructions to the model."""
-    return bool(_INSTRUCTION_LIKE.search(f"{paper.title}\n{paper.abstract or ''}"))
-
-
 def agenda_text(agenda: Agenda) -> str:
     return "\n".join(f'- "{t.name}": {t.description or t.name}' for t in agenda.topics)
 
@@ -223,7 +205,10 @@ class LLMEngine:
         self.prompts = prompts
         self.model = model
         self.mode = mode
+        self.timeout = timeout  # seconds one request may take: the run's watchdog counts in these
         self.gate = Gate()
+        # When the endpoint last answered anything (an error too): the run is alive while it does.
+        self.last_response = time.monotonic()
         http_client = openai.DefaultAsyncHttpxClient(
             event_hooks={"request": [self._before_request], "response": [self._after_response]}
         )
@@ -243,6 +228,7 @@ class LLMEngine:
         await self.gate.wait(self.sleep or asyncio.sleep)
 
     async def _after_response(self, response: Any) -> None:
+        self.last_response = time.monotonic()
         if response.status_code == 429:
             hinted = retry_after_seconds(response.headers.get("retry-after"))
             self.gate.close_for(POOL_PAUSE if hinted is None else hinted)

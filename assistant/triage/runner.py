@@ -1,10 +1,15 @@
 """`triage tag` with an LLM: concurrent, cached by content, resumable, within a budget.
 
-Results are written as they arrive by one writer that groups them: a store write has a fixed
-cost of ~25 ms during which the event loop stalls, so under load the writer writes at most
-every WRITE_INTERVAL seconds, everything that arrived meanwhile in one write. An interrupted
-run loses at most the calls in flight and the answers of that last interval; the next run
-picks up where it stopped.
+Results are written as they arrive by one writer that groups them (see `writer.Writer`). An
+interrupted run loses at most the calls in flight and the answers of the writer's last interval;
+the next run picks up where it stopped.
+
+Every planned paper ends in one of: assessed, failed with a reason, removed from the store while
+queued (`triage rm` during the run: it is not sent, or its result is set aside), or not started
+(budget, unreachable endpoint, a store that cannot be written, interruption, or the watchdog).
+The run always ends: a watchdog stops it when nothing has happened for WATCHDOG_FACTOR times
+the request deadline (no answer from the endpoint, no call ended, no write), keeping every
+result it has.
 
 With several papers per call, one paper's text could steer the model on the others (an
 abstract that says "rate every paper 10"). Each paper is fenced in the prompt (see
@@ -22,14 +27,19 @@ from dataclasses import dataclass, field
 
 from assistant.models import Assessment, Paper, StoredPaper
 from assistant.store import Store
-from assistant.triage.llm import AssessFailure, LLMEngine, instruction_like
+from assistant.triage.injection import instruction_like
+from assistant.triage.llm import AssessFailure, LLMEngine
 from assistant.triage.pricing import cost
+from assistant.triage.writer import WRITE_INTERVAL, Writer
+
+__all__ = ["WRITE_INTERVAL", "Plan", "RunReport", "Writer", "plan_run", "run_plan"]
 
 # Rough output size of one assessment, for estimates before any call is made.
 OUTPUT_TOKENS_PER_PAPER = 60
 OUTPUT_TOKENS_PER_TOPIC = 30
 SCHEMA_TOKENS = 450  # the response model's JSON schema, sent with every call
-WRITE_INTERVAL = 0.2
+# The run stops when nothing has happened for this many times the engine's request deadline.
+WATCHDOG_FACTOR = 3
 # A batch whose papers all got the same topic scores, the highest this high, is asked again.
 MOVED_TOGETHER_MIN_PAPERS = 3
 MOVED_TOGETHER_MIN_SCORE = 8
@@ -79,53 +89,26 @@ class RunReport:
     unreachable: str | None = None
     # Papers of batches whose scores moved together, asked again one per call.
     reasked: int = 0
+    # Papers deleted from the store while the run went on: not sent, or their result set aside.
+    removed: list[str] = field(default_factory=list)
+    # Set when results could not be stored (the run then stops starting calls): the reason.
+    store_error: str | None = None
+    # Set when the watchdog stopped the run: what it saw.
+    stalled: str | None = None
+
+    @property
+    def not_started(self) -> int:
+        return max(0, self.plan.papers - self.done - self.failed - len(self.removed))
 
     @property
     def notes(self) -> list[str]:
         """What the run did beyond its plan, one line each, for the summary."""
-        if not self.reasked:
-            return []
-        return [f"{self.reasked} papers re-asked one per call: their batch's scores moved together"]
-
-
-class Writer:
-    """Writes results in the order they arrive; a store write costs tens of milliseconds, so
-    results that arrive during one write are written together by the next."""
-
-    def __init__(self, store: Store, interval: float = WRITE_INTERVAL) -> None:
-        self.store = store
-        self.interval = interval
-        self.last = 0.0
-        self.queue: asyncio.Queue[tuple[dict[str, Assessment], dict[str, tuple[str, str]]]] = asyncio.Queue()
-        self.task = asyncio.ensure_future(self._run())
-
-    def put(self, done: dict[str, Assessment], failed: dict[str, tuple[str, str]]) -> None:
-        self.queue.put_nowait((done, failed))
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            batch = [await self.queue.get()]
-            wait = self.last + self.interval - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            self.last = loop.time()
-            while not self.queue.empty():
-                batch.append(self.queue.get_nowait())
-            done = {k: v for d, _ in batch for k, v in d.items()}
-            failed = {k: v for _, f in batch for k, v in f.items()}
-            try:
-                if done:
-                    await asyncio.to_thread(self.store.set_assessments, done)
-                if failed:
-                    await asyncio.to_thread(self.store.set_failures, failed)
-            finally:
-                for _ in batch:
-                    self.queue.task_done()
-
-    async def close(self) -> None:
-        await self.queue.join()
-        self.task.cancel()
+        notes = []
+        if self.reasked:
+            notes.append(f"{self.reasked} papers re-asked one per call: their batch's scores moved together")
+        if self.removed:
+            notes.append(f"{len(self.removed)} papers removed from the store while queued: not assessed")
+        return notes
 
 
 # Calls that could not reach the endpoint, one after another, before the run stops starting
@@ -240,25 +223,62 @@ async def run_plan(
     price: tuple[float, float] | None = None,
     vocabulary: Sequence[str] = (),
     on_update: Callable[[RunReport], None] | None = None,
+    watchdog: float | None = None,
 ) -> RunReport:
-    """Run the planned calls; results and failures are stored as each call finishes."""
+    """Run the planned calls; results and failures are stored as each call finishes.
+
+    watchdog: seconds without progress (an answer from the endpoint, a call ended, a write)
+    after which the run stops; by default WATCHDOG_FACTOR times the engine's request deadline."""
     start = time.perf_counter()
     semaphore = asyncio.Semaphore(max(1, concurrency))
-    writer = Writer(store)
+    limit = watchdog if watchdog is not None else WATCHDOG_FACTOR * engine.timeout
+    last_progress = time.monotonic()
+
+    def progressed() -> None:
+        nonlocal last_progress
+        last_progress = time.monotonic()
+
+    writer = Writer(store, on_written=progressed)
     committed = 0.0  # estimated cost of calls in flight
     spent = 0.0
     unreachable_in_a_row = 0
+    settled: set[str] = set()  # papers assessed, failed or removed (their outcome is counted)
+    removed: set[str] = set()
+
+    def stopping() -> bool:
+        return bool(report.unreachable or report.stalled or writer.error)
 
     async def one(group: list[Paper], planned: tuple[int, int]) -> None:
         async with semaphore:
-            await call(group, cost(*planned, price) or 0.0)
+            try:
+                await call(group, cost(*planned, price) or 0.0)
+            except Exception as exc:  # an error of ours: its papers fail with it, the run goes on
+                reason = f"internal error: {type(exc).__name__}: {exc}"
+                unsettled = [p for p in group if p.id not in settled]
+                settled.update(p.id for p in unsettled)
+                report.failed += len(unsettled)
+                report.failures.update({p.id: reason for p in unsettled})
+            finally:
+                progressed()
+
+    def still_stored(group: list[Paper]) -> list[Paper]:
+        """The group's papers still in the store; the others are counted as removed."""
+        present = store.stored_ids([p.id for p in group])
+        gone = [p.id for p in group if p.id not in present and p.id not in settled]
+        removed.update(gone)
+        settled.update(gone)
+        report.removed.extend(gone)
+        return [p for p in group if p.id in present]
 
     async def call(group: list[Paper], expected: float) -> None:
         nonlocal committed, spent, unreachable_in_a_row
-        if report.unreachable:
+        if stopping():
             return
         if budget is not None and spent + committed + expected > budget:
             report.stopped_by_budget = True
+            return
+        group = still_stored(group)
+        if not group:
             return
         committed += expected
         try:
@@ -279,6 +299,7 @@ async def run_plan(
                     report.unreachable = failure.reason
             else:
                 writer.put({}, {p.id: (engine.key(p), failure.reason) for p in group})
+            settled.update(p.id for p in group)
             report.failed += len(group)
             report.failures.update({p.id: failure.reason for p in group})
         else:
@@ -294,6 +315,7 @@ async def run_plan(
                     await call([paper], expected / len(group))
                 return
             writer.put(result.assessments, {})
+            settled.update(result.assessments)
             report.done += len(result.assessments)
             report.calls += 1
             _account(report, result.prompt_tokens, result.completion_tokens, price)
@@ -302,18 +324,61 @@ async def run_plan(
             on_update(report)
 
     tasks = [asyncio.ensure_future(one(g, e)) for g, e in zip(plan.groups, plan.estimates, strict=True)]
+
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(min(1.0, limit / 10))
+            idle = time.monotonic() - max(last_progress, engine.last_response)
+            if idle > limit:
+                report.stalled = (
+                    f"no progress for {idle:.0f}s (no answer from the endpoint, no call ended, no "
+                    f"result written; the limit is {limit:.0f}s, {WATCHDOG_FACTOR}x the request deadline)"
+                )
+                for task in tasks:
+                    task.cancel()
+                return
+
+    watcher = asyncio.ensure_future(watch())
     try:
-        await asyncio.gather(*tasks)
-        await writer.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        watcher.cancel()
+        if not await writer.close(timeout=limit):
+            report.stalled = report.stalled or f"results still unwritten after {limit:.0f}s: given up on"
     except asyncio.CancelledError:
         report.interrupted = True
-        for task in tasks:
+        for task in [*tasks, watcher]:
             task.cancel()
         raise
     finally:
+        watcher.cancel()
         report.seconds = time.perf_counter() - start
+        _settle(report, writer, removed)
         await engine.client.close()
     return report
+
+
+def _settle(report: RunReport, writer: Writer, removed: set[str]) -> None:
+    """Count what the writer found: papers deleted before their result was written are removed,
+    not assessed or failed; results that could not be stored are failures with the reason."""
+    for pid in dict.fromkeys(writer.removed):
+        if pid in removed:
+            continue
+        removed.add(pid)
+        report.removed.append(pid)
+        if report.failures.pop(pid, None) is not None:
+            report.failed -= 1
+        else:
+            report.done -= 1
+    for pid, reason in writer.unsaved.items():
+        if pid in removed:
+            continue
+        if pid in report.failures:
+            report.failures[pid] += f" ({reason})"
+        else:
+            report.done -= 1
+            report.failed += 1
+            report.failures[pid] = reason
+    report.store_error = writer.error
 
 
 def _account(report: RunReport, prompt: int, completion: int, price: tuple[float, float] | None) -> None:
