@@ -31,6 +31,9 @@ import-bounds    (bench/drills_import.py) a 40-level @string doubling bomb, a 20
 network-bounds   (bench/drills_network.py) a gzip bomb, a 200 MB body, a server trickling a
                  byte every 5 s, a Hugging Face day of 10^6 papers: `triage fetch` ends in
                  about the deadline, under 500 MB, with a one-line reason.
+llm-bounds       (bench/drills_llm.py) `triage rm` of queued papers while `tag --engine llm`
+                 runs against a faulty endpoint (20 runs: hangs, lost, redone), and the
+                 injection set batched against one paper a call: neighbours' scores moved.
 store-failures   (bench/drills_store.py) a disk with 2 MB free (a tmpfs; needs root), `rm
                  --last-import` over decided papers, the store removed under the review UI:
                  nothing decided lost, every refused change in the recovery file.
@@ -76,16 +79,27 @@ SUBPROCESS_TIMEOUT = 300.0
 COLUMNS = ["drill", "runs", "expected", "found", "lost", "duplicated", "redone", "s", "notes"]
 # The bounds drills (bench/drills_*.py, each also runnable alone): hostile inputs, hostile
 # endpoints, a store that fails under the commands and the review UI, the LLM path.
-BOUNDS = {
+BOUNDS: dict[str, tuple[str, list[tuple[str, dict[str, Any]]]]] = {
     "import-bounds": (
         "drills_import",
-        ["drill_string_bomb", "drill_huge_fields", "drill_json_string", "drill_csv_cell"],
+        [(f, {}) for f in ("drill_string_bomb", "drill_huge_fields", "drill_json_string", "drill_csv_cell")],
     ),
     "network-bounds": (
         "drills_network",
-        ["drill_gzip_bomb", "drill_big_body", "drill_trickle", "drill_hf_million"],
+        [(f, {}) for f in ("drill_gzip_bomb", "drill_big_body", "drill_trickle", "drill_hf_million")],
     ),
-    "store-failures": ("drills_store", ["drill_disk_2mb", "drill_rm_decided", "drill_ui_store_removed"]),
+    "store-failures": (
+        "drills_store",
+        [(f, {}) for f in ("drill_disk_2mb", "drill_rm_decided", "drill_ui_store_removed")],
+    ),
+    "llm-bounds": (
+        "drills_llm",
+        [
+            ("drill_rm_during_tag", {"runs": 20}),
+            ("drill_injection", {"scope": "paper"}),
+            ("drill_injection", {"scope": "request"}),
+        ],
+    ),
 }
 
 Spec = dict[str, Any]  # keyword arguments of load_settings, picklable for worker processes
@@ -640,11 +654,20 @@ def main() -> None:
                 if group not in chosen:
                     continue
                 functions = importlib.import_module(module)  # they import this module's helpers
-                for fname in names:
-                    where = tmp / group / fname
-                    where.mkdir(parents=True, exist_ok=True)
-                    body = getattr(functions, fname)
-                    drill(f"{group}: {fname[len('drill_') :]}", 1, lambda body=body, where=where: body(where))
+                for i, (fname, kwargs) in enumerate(names):
+                    folder = tmp / group / f"{i}-{fname}"
+                    folder.mkdir(parents=True, exist_ok=True)
+                    body: Callable[..., tuple[list[Any], dict[str, Any]]] = getattr(functions, fname)
+                    label = f"{group}: {fname[len('drill_') :]} {' '.join(map(str, kwargs.values()))}".strip()
+
+                    def run(
+                        body: Callable[..., tuple[list[Any], dict[str, Any]]] = body,
+                        folder: Path = folder,
+                        kwargs: dict[str, Any] = kwargs,
+                    ) -> tuple[list[Any], dict[str, Any]]:
+                        return body(folder, **kwargs)
+
+                    drill(label, int(kwargs.get("runs", 1)), run)
         finally:
             server.stop()
     total = time.perf_counter() - started
