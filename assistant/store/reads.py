@@ -1,0 +1,272 @@
+"""Reading papers: by id, page by page, by meaning (search, neighbours), counts, and the
+lookups deduplication uses to find a paper by its identifiers. Nothing here writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from assistant.errors import StoreError
+from assistant.models import Paper, Status, StoredPaper, normalize_title
+from assistant.store.connection import Connection
+from assistant.store.schema import Where, _paper_from, _stored_from, title_keys
+
+PAGE_SIZE = 1000
+
+
+@dataclass
+class SearchHit:
+    """A paper found by meaning, and its cosine distance from what was looked for."""
+
+    item: StoredPaper
+    distance: float
+
+    @property
+    def similarity(self) -> float:
+        return 1.0 - self.distance
+
+
+class Reads(Connection):
+    """Every read of the papers: by id, page by page, by meaning, counts, and lookups by identifier."""
+
+    # -- by id -----------------------------------------------------------------
+
+    def get(self, paper_id: str) -> StoredPaper | None:
+        found = self.get_many([paper_id])
+        return found[0] if found else None
+
+    def get_many(self, ids: Sequence[str]) -> list[StoredPaper]:
+        """The stored papers with these ids, in the order given; unknown ids are left out."""
+        by_id: dict[str, StoredPaper] = {}
+        for start in range(0, len(ids), self._batch):
+            res = self.collection.get(
+                ids=list(ids[start : start + self._batch]), include=["documents", "metadatas"]
+            )
+            for pid, doc, meta in zip(
+                res["ids"], res["documents"] or [], res["metadatas"] or [], strict=True
+            ):
+                by_id[pid] = _stored_from(pid, doc, cast(dict[str, Any], meta))
+        return [by_id[i] for i in ids if i in by_id]
+
+    def metadata(self, ids: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+        """(id, raw metadata) of these papers; unknown ids are left out."""
+        res = self.collection.get(ids=list(ids), include=["metadatas"])
+        return [(pid, dict(meta or {})) for pid, meta in zip(res["ids"], res["metadatas"] or [], strict=True)]
+
+    def stored_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of these ids are stored papers (an id may be given more than once)."""
+        unique = list(dict.fromkeys(ids))
+        found: set[str] = set()
+        for start in range(0, len(unique), self._batch):
+            found.update(self.collection.get(ids=unique[start : start + self._batch], include=[])["ids"])
+        return found
+
+    def embeddings(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vectors of these papers."""
+        out: dict[str, list[float]] = {}
+        for start in range(0, len(ids), self._batch):
+            res = self.collection.get(ids=list(ids[start : start + self._batch]), include=["embeddings"])
+            vectors = res["embeddings"]
+            if vectors is None:
+                continue
+            for pid, vec in zip(res["ids"], vectors, strict=True):
+                out[pid] = list(map(float, vec))
+        return out
+
+    def texts(self, ids: Sequence[str]) -> list[tuple[str, str, list[float] | None]]:
+        """(id, document, vector or None) of these papers; unknown ids are left out."""
+        out: list[tuple[str, str, list[float] | None]] = []
+        for start in range(0, len(ids), self._batch):
+            res = self.collection.get(
+                ids=list(ids[start : start + self._batch]), include=["documents", "embeddings"]
+            )
+            out.extend(_texts(res))
+        return out
+
+    # -- page by page ----------------------------------------------------------
+
+    def iter_all(self, where: Where | None = None, page_size: int = PAGE_SIZE) -> Iterator[StoredPaper]:
+        """Every stored paper (matching `where`), read page by page."""
+        offset = 0
+        while True:
+            res = self.collection.get(
+                where=where, limit=page_size, offset=offset, include=["documents", "metadatas"]
+            )
+            for pid, doc, meta in zip(
+                res["ids"], res["documents"] or [], res["metadatas"] or [], strict=True
+            ):
+                yield _stored_from(pid, doc, cast(dict[str, Any], meta))
+            if len(res["ids"]) < page_size:
+                return
+            offset += page_size
+
+    def iter_metadata(
+        self, where: Where | None = None, page_size: int = 500
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(id, raw metadata) of every paper (matching `where`), page by page, without documents."""
+        offset = 0
+        while True:
+            res = self.collection.get(where=where, limit=page_size, offset=offset, include=["metadatas"])
+            for pid, meta in zip(res["ids"], res["metadatas"] or [], strict=True):
+                yield pid, dict(meta or {})
+            if len(res["ids"]) < page_size:
+                return
+            offset += page_size
+
+    def iter_ids(self, where: Where | None = None, page_size: int = 5000) -> Iterator[str]:
+        offset = 0
+        while True:
+            res = self.collection.get(where=where, limit=page_size, offset=offset, include=[])
+            yield from res["ids"]
+            if len(res["ids"]) < page_size:
+                return
+            offset += page_size
+
+    def iter_texts(self, page_size: int = PAGE_SIZE) -> Iterator[tuple[str, str, list[float] | None]]:
+        """(id, document, vector or None) of every paper, page by page."""
+        offset = 0
+        while True:
+            res = self.collection.get(limit=page_size, offset=offset, include=["documents", "embeddings"])
+            yield from _texts(res)
+            if len(res["ids"]) < page_size:
+                return
+            offset += page_size
+
+    def changed_since(self, stamp: float) -> list[tuple[str, dict[str, Any]]]:
+        """(id, metadata) of papers added or written after `stamp` (seconds since the epoch)."""
+        return list(self.iter_metadata({"touched": {"$gt": stamp}}))
+
+    # -- by meaning ------------------------------------------------------------
+
+    def search(self, text: str, k: int = 10, where: Where | None = None) -> list[SearchHit]:
+        """The k papers nearest in meaning to `text` (optionally filtered by metadata)."""
+        total = self.count()
+        if total == 0:
+            return []
+        return _hits(
+            self.collection.query(
+                query_texts=[text],
+                n_results=min(k, total),
+                where=where,
+                include=["documents", "metadatas", "distances"],
+            )
+        )
+
+    def neighbours(self, paper_id: str, k: int = 20) -> list[SearchHit]:
+        """The k papers nearest in meaning to a stored paper (itself left out)."""
+        vectors = self.embeddings([paper_id])
+        if paper_id not in vectors:
+            raise StoreError(f"no paper with id {paper_id!r} in the store")
+        hits = _hits(
+            self.collection.query(
+                query_embeddings=[vectors[paper_id]],  # type: ignore[arg-type]
+                n_results=min(k + 1, self.count()),
+                include=["documents", "metadatas", "distances"],
+            )
+        )
+        return [h for h in hits if h.item.paper.id != paper_id][:k]
+
+    # -- counting --------------------------------------------------------------
+
+    def count(self, where: Where | None = None) -> int:
+        if where is None:
+            return self.collection.count()
+        return sum(1 for _ in self.iter_ids(where))
+
+    def counts_by_status(self) -> dict[Status, int]:
+        return {status: self.count({"status": status.value}) for status in Status}
+
+    def tag_vocabulary(self, limit: int = 200) -> list[str]:
+        """The tags in use, most used first (engine tags and the researcher's own)."""
+        counts: dict[str, int] = {}
+        offset = 0
+        while True:
+            res = self.collection.get(limit=5000, offset=offset, include=["metadatas"])
+            for meta in res["metadatas"] or []:
+                for tag in [*(meta.get("tags") or []), *(meta.get("user_tags") or [])]:  # type: ignore[misc]
+                    counts[str(tag)] = counts.get(str(tag), 0) + 1
+            if len(res["ids"]) < 5000:
+                break
+            offset += 5000
+        return sorted(counts, key=lambda t: (-counts[t], t))[:limit]
+
+    # -- the papers a record may be (for deduplication) ------------------------
+
+    def find_known(
+        self, ids: Sequence[str], arxiv_ids: Sequence[str], dois: Sequence[str], keys: Sequence[str]
+    ) -> list[tuple[str, str | None, str | None, str]]:
+        """(id, arxiv_id, doi, title_key) of stored papers that may be one of these, by indexed lookups."""
+        return [
+            (p.id, p.arxiv_id, p.doi, normalize_title(p.title))
+            for p in self.find_candidates(ids, arxiv_ids, dois, keys)
+        ]
+
+    def find_candidates(
+        self, ids: Sequence[str], arxiv_ids: Sequence[str], dois: Sequence[str], keys: Sequence[str]
+    ) -> list[Paper]:
+        """Stored papers (without their abstracts) that may be one of these: those with these
+        ids, arXiv ids, DOIs, normalised titles or title blocks, by indexed lookups."""
+        blocks = sorted({b for key in keys for b in title_keys(key)})
+        queries: list[Where] = []
+        for field_name, values in (
+            ("arxiv_id", arxiv_ids),
+            ("doi", dois),
+            ("title_key", keys),
+            ("title_head", blocks),
+            ("title_tail", blocks),
+        ):
+            unique = sorted(set(values))
+            for start in range(0, len(unique), 500):
+                queries.append({field_name: {"$in": unique[start : start + 500]}})
+        found: dict[str, Paper] = {}
+        results = [self.collection.get(ids=list(dict.fromkeys(ids)), include=["metadatas"])] if ids else []
+        results += [self.collection.get(where=q, include=["metadatas"]) for q in queries]
+        for res in results:
+            for pid, meta in zip(res["ids"], res["metadatas"] or [], strict=True):
+                if pid not in found:
+                    found[pid] = _paper_from(pid, None, dict(meta or {}))
+        return list(found.values())
+
+    def resolve_ids(self, ids: Sequence[str]) -> list[str]:
+        """Each id as the store has it: a paper's own id, else for a `doi:` or `arxiv:` id the
+        paper that carries that DOI or arXiv id (a paper with both is stored under its arXiv
+        id); an id nothing matches comes back unchanged."""
+        if not ids:
+            return []
+        known = self.stored_ids(ids)
+        missing = [i for i in ids if i not in known]
+        dois = {i.removeprefix("doi:"): i for i in missing if i.startswith("doi:")}
+        arxiv = {i.removeprefix("arxiv:"): i for i in missing if i.startswith("arxiv:")}
+        found: dict[str, str] = {}
+        if dois or arxiv:
+            for pid, arxiv_id, doi, _ in self.find_known([], sorted(arxiv), sorted(dois), []):
+                if doi in dois:
+                    found.setdefault(dois[doi], pid)
+                if arxiv_id in arxiv:
+                    found.setdefault(arxiv[arxiv_id], pid)
+        return [found.get(i, i) for i in ids]
+
+
+def _texts(res: Any) -> list[tuple[str, str, list[float] | None]]:
+    vectors = res["embeddings"]
+    if vectors is None:
+        vectors = [None] * len(res["ids"])
+    return [
+        (pid, doc or "", list(map(float, vec)) if vec is not None and len(vec) else None)
+        for pid, doc, vec in zip(res["ids"], res["documents"] or [], vectors, strict=True)
+    ]
+
+
+def _hits(res: Any) -> list[SearchHit]:
+    """A one-query Chroma result as search hits, nearest first."""
+    return [
+        SearchHit(_stored_from(pid, doc, cast(dict[str, Any], meta)), float(dist))
+        for pid, doc, meta, dist in zip(
+            res["ids"][0],
+            (res["documents"] or [[]])[0],
+            (res["metadatas"] or [[]])[0],
+            (res["distances"] or [[]])[0],
+            strict=True,
+        )
+    ]
