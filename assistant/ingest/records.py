@@ -198,11 +198,12 @@ def _year(value: Any, notes: list[str]) -> int | None:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         kind = "true/false" if isinstance(value, bool) else type(value).__name__
         raise RecordError(f"'year' must be a year such as 2021, got {kind}")
-    text = clean_text(str(value)[:100])  # no year is longer; the note shows the first characters
-    found = _YEAR_TEXT.fullmatch(text)
+    raw = str(value)
+    text = clean_text(raw[:100])  # no year is longer; the note shows the first characters
+    found = _YEAR_TEXT.fullmatch(text) if len(raw) <= 100 else None
     year = int(found.group(1)) if found else None
     if year is None or not plausible_year(year):
-        shown = repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
+        shown = repr(text) if len(raw) <= 40 else f"{text[:20]!r}... ({len(raw):,} characters)"
         notes.append(f"'year' {shown} is not a year: stored without a year")
         return None
     return year
