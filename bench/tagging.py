@@ -12,6 +12,12 @@ Rows, all on the same papers in the same run:
 - the two patterns peers use: one paper per call sequentially, and at concurrency 3.
 - several papers per call (K=5): tokens per paper against K=1.
 - a second run on the unchanged store: the number of calls (0).
+
+    python bench/tagging.py --throughput [--latency 0.2] [--seconds 10] [--concurrency-list 8,32]
+
+Throughput alone: no 429s, one paper per call, at each concurrency enough papers for about
+--seconds of ideal run time; calls/s against the ideal (concurrency / latency). Target >= 0.95.
+Writes bench/results/tagging_throughput.json.
 """
 
 from __future__ import annotations
@@ -56,16 +62,48 @@ def run(
     return result
 
 
+def throughput(latency: float, seconds: float, levels: list[int]) -> None:
+    """Calls per second at each concurrency against the ideal, on a fake endpoint without errors."""
+    rows: list[list[object]] = []
+    ratios: dict[str, float] = {}
+    with endpoint(latency, 0.0) as fake:
+        for conc in levels:
+            n = round(seconds * conc / latency)
+            with tempfile.TemporaryDirectory() as tmp:
+                store = make_store(tmp, n)
+                res = run(store, fake, conc, 1, limit=n)
+            assert res.done == n and res.failed == 0, (res.done, res.failed, list(res.failures.items())[:2])
+            ideal = conc / latency
+            rate = res.calls / res.seconds
+            ratios[str(conc)] = rate / ideal
+            rows.append([conc, n, res.calls, res.seconds, rate, ideal, rate / ideal])
+    report(
+        "tagging_throughput",
+        f"LLM tagging throughput: fake endpoint {latency * 1000:.0f} ms, no errors, one paper per call",
+        ["concurrency", "papers", "calls", "s", "calls/s", "ideal", "of ideal"],
+        rows,
+        {"latency_s": latency, "target": 0.95, "fraction_of_ideal": ratios},
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--peer-n", type=int, default=200)
-    parser.add_argument("--latency", type=float, default=0.3)
+    parser.add_argument("--latency", type=float, default=None, help="seconds (0.3; 0.2 with --throughput)")
     parser.add_argument("--error-rate", type=float, default=0.03)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--throughput", action="store_true", help="only the throughput table")
+    parser.add_argument("--seconds", type=float, default=10.0, help="ideal run time per level")
+    parser.add_argument("--concurrency-list", default="8,32", help="levels of the throughput table")
     args = parser.parse_args()
+    if args.throughput:
+        levels = [int(c) for c in args.concurrency_list.split(",") if c.strip()]
+        throughput(args.latency or 0.2, args.seconds, levels)
+        return
+    args.latency = args.latency or 0.3
 
     with (
         tempfile.TemporaryDirectory() as tmp,

@@ -199,6 +199,16 @@ def test_several_papers_per_call_must_cover_exactly_those_ids(fake: FakeLLM) -> 
     assert "missing" in json.dumps(fake.requests[1]["messages"])
 
 
+def test_paper_text_reaches_the_model_as_written_not_as_a_template(fake: FakeLLM) -> None:
+    """The messages were rendered as Jinja templates on every call: `{{ 7*7 }}` in an abstract
+    reached the model as `49`, and a stray `{%` failed the call."""
+    odd = Paper.create(title="Templates {% if x %} in titles", abstract="We show {{ 7*7 }} cases of {#x#}.")
+    result = assess(engine(fake), [odd])
+    assert odd.id in result.assessments
+    user = fake.requests[0]["messages"][1]["content"]
+    assert "{{ 7*7 }}" in user and "{% if x %}" in user and "{#x#}" in user
+
+
 def test_prompt_overrides_are_checked_against_the_defaults(tmp_path: Path) -> None:
     (tmp_path / "assess.md").write_text(
         "Agenda: {agenda}\nPapers: {papers}\nTags: {tags}\nHow many: {count}\n"

@@ -25,6 +25,7 @@ from typing import Any
 import instructor
 import openai
 from instructor.core import InstructorRetryException
+from instructor.v2.core.response_model import prepare_response_model
 from pydantic import ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
@@ -33,7 +34,7 @@ from assistant.models import Assessment, Paper, TopicScore
 from assistant.triage.examples import Examples, examples_key, examples_text
 from assistant.triage.keys import llm_key
 from assistant.triage.prompts import Prompts
-from assistant.triage.schema import BatchAnswer, PaperAnswer, answers_by_id
+from assistant.triage.schema import CALL_CONTEXT, BatchAnswer, PaperAnswer, answers_by_id
 from assistant.triage.scoring import relevance_from
 
 ENGINE = "llm"
@@ -45,6 +46,10 @@ POOL_PAUSE = 0.5
 # Failed calls are reported per paper by the batch; instructor's own error log would repeat them.
 logging.getLogger("instructor").setLevel(logging.CRITICAL)
 MODES = {"tools": instructor.Mode.TOOLS, "json": instructor.Mode.JSON}
+# The response models as instructor prepares them, once: given the plain models, instructor makes
+# a new class per call and generates its JSON schema again (a few ms of the event loop each call).
+ONE_PAPER: type[Any] = prepare_response_model(PaperAnswer) or PaperAnswer
+SEVERAL_PAPERS: type[Any] = prepare_response_model(BatchAnswer) or BatchAnswer
 
 
 class AssessFailure(Exception):
@@ -263,8 +268,9 @@ class LLMEngine:
     async def assess(self, papers: Sequence[Paper], vocabulary: Sequence[str] = ()) -> CallResult:
         """Assess the papers in one call (re-asked on invalid answers, retried on network errors)."""
         ids = [p.id for p in papers]
-        response_model: type[Any] = PaperAnswer if len(papers) == 1 else BatchAnswer
-        context = {"topics": [t.name for t in self.agenda.topics], "paper_ids": ids}
+        response_model = ONE_PAPER if len(papers) == 1 else SEVERAL_PAPERS
+        # The validators read it (see schema.CALL_CONTEXT); set for this task only.
+        context = CALL_CONTEXT.set({"topics": [t.name for t in self.agenda.topics], "paper_ids": ids})
         messages = self.messages(papers, vocabulary)
         retrying = AsyncRetrying(
             retry=retry_if_exception(is_transient),
@@ -281,7 +287,6 @@ class LLMEngine:
                         messages=messages,  # type: ignore[arg-type]
                         response_model=response_model,
                         max_retries=REASKS,
-                        context=context,
                     )
         except Exception as exc:
             if isinstance(exc, InstructorRetryException | openai.OpenAIError):
@@ -292,6 +297,8 @@ class LLMEngine:
                 reason = _failure_reason(exc, self.client.base_url)
                 raise AssessFailure(reason, _usage_of(exc), unreachable=unreachable) from exc
             raise
+        finally:
+            CALL_CONTEXT.reset(context)
         prompt_tokens, completion_tokens = _usage_of(answer, completion)
         by_id = answers_by_id(answer, ids)
         out = {pid: self._assessment(by_id[pid], paper) for pid, paper in zip(ids, papers, strict=True)}

@@ -29,6 +29,7 @@ from assistant.models import Assessment, Paper, StoredPaper
 from assistant.store import Store
 from assistant.triage.injection import instruction_like
 from assistant.triage.llm import AssessFailure, LLMEngine
+from assistant.triage.presence import Presence
 from assistant.triage.pricing import cost
 from assistant.triage.writer import WRITE_INTERVAL, Writer
 
@@ -239,6 +240,7 @@ async def run_plan(
         last_progress = time.monotonic()
 
     writer = Writer(store, on_written=progressed)
+    presence = Presence(store, plan.groups, max(1, concurrency))
     committed = 0.0  # estimated cost of calls in flight
     spent = 0.0
     unreachable_in_a_row = 0
@@ -248,10 +250,10 @@ async def run_plan(
     def stopping() -> bool:
         return bool(report.unreachable or report.stalled or writer.error)
 
-    async def one(group: list[Paper], planned: tuple[int, int]) -> None:
+    async def one(index: int, group: list[Paper], planned: tuple[int, int]) -> None:
         async with semaphore:
             try:
-                await call(group, cost(*planned, price) or 0.0)
+                await call(index, group, cost(*planned, price) or 0.0)
             except Exception as exc:  # an error of ours: its papers fail with it, the run goes on
                 reason = f"internal error: {type(exc).__name__}: {exc}"
                 unsettled = [p for p in group if p.id not in settled]
@@ -261,24 +263,24 @@ async def run_plan(
             finally:
                 progressed()
 
-    def still_stored(group: list[Paper]) -> list[Paper]:
+    async def still_stored(index: int, group: list[Paper]) -> list[Paper]:
         """The group's papers still in the store; the others are counted as removed."""
-        present = store.stored_ids([p.id for p in group])
+        present = await presence.stored(index, [p.id for p in group])
         gone = [p.id for p in group if p.id not in present and p.id not in settled]
         removed.update(gone)
         settled.update(gone)
         report.removed.extend(gone)
         return [p for p in group if p.id in present]
 
-    async def call(group: list[Paper], expected: float) -> None:
+    async def call(index: int, group: list[Paper], expected: float) -> None:
         nonlocal committed, spent, unreachable_in_a_row
         if stopping():
             return
+        group = await still_stored(index, group)
+        if not group or stopping():  # (the store read may have let the run stop meanwhile)
+            return
         if budget is not None and spent + committed + expected > budget:
             report.stopped_by_budget = True
-            return
-        group = still_stored(group)
-        if not group:
             return
         committed += expected
         try:
@@ -291,7 +293,7 @@ async def run_plan(
             if len(group) > 1 and not failure.unreachable:
                 # One bad answer in a batch should not cost the others: one call each.
                 for paper in group:
-                    await call([paper], expected / len(group))
+                    await call(index, [paper], expected / len(group))
                 return
             if failure.unreachable:
                 unreachable_in_a_row += 1
@@ -312,7 +314,7 @@ async def run_plan(
                 spent = report.cost or 0.0
                 report.reasked += len(group)
                 for paper in group:
-                    await call([paper], expected / len(group))
+                    await call(index, [paper], expected / len(group))
                 return
             writer.put(result.assessments, {})
             settled.update(result.assessments)
@@ -323,7 +325,10 @@ async def run_plan(
         if on_update:
             on_update(report)
 
-    tasks = [asyncio.ensure_future(one(g, e)) for g, e in zip(plan.groups, plan.estimates, strict=True)]
+    tasks = [
+        asyncio.ensure_future(one(i, g, e))
+        for i, (g, e) in enumerate(zip(plan.groups, plan.estimates, strict=True))
+    ]
 
     async def watch() -> None:
         while True:

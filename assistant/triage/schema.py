@@ -1,16 +1,27 @@
 """What the LLM must return. Docstrings and field descriptions are part of the prompt.
 
-Validators enforce the scale and the agenda's topic names (passed as validation context);
-instructor sends a violation back to the model and asks again.
+Validators enforce the scale and the agenda's topic names (passed as validation context, or
+set for the call under way in CALL_CONTEXT); instructor sends a violation back to the model and
+asks again.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Self
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 MAX_SUMMARY_WORDS = 40  # the prompt asks for 30; a little slack before re-asking
+# The expected topics and paper ids of the LLM call under way in this task ({"topics": [...],
+# "paper_ids": [...]}). The engine sets it instead of handing instructor a `context`: instructor
+# renders every message as a Jinja template when given one, which costs a template compile per
+# message per call and would evaluate `{{ ... }}` written in a paper's (untrusted) text.
+CALL_CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("triage_call_context", default=None)
+
+
+def _context(info: ValidationInfo) -> dict[str, Any]:
+    return dict(info.context or CALL_CONTEXT.get() or {})
 
 
 class TopicAnswer(BaseModel):
@@ -60,7 +71,7 @@ class PaperAnswer(BaseModel):
 
     @model_validator(mode="after")
     def _one_entry_per_topic(self, info: ValidationInfo) -> Self:
-        expected: list[str] = list((info.context or {}).get("topics", []))
+        expected: list[str] = list(_context(info).get("topics", []))
         if expected:
             check_topics([t.topic for t in self.topics], expected)
         return self
@@ -95,7 +106,7 @@ class BatchAnswer(BaseModel):
 
     @model_validator(mode="after")
     def _one_per_paper(self, info: ValidationInfo) -> Self:
-        expected: list[str] = list((info.context or {}).get("paper_ids", []))
+        expected: list[str] = list(_context(info).get("paper_ids", []))
         given = [p.paper_id for p in self.papers]
         missing = [i for i in expected if i not in given]
         extra = [i for i in given if i not in expected]
