@@ -126,6 +126,15 @@ def export(
         ),
     ] = None,
     output: OutputOption = None,
+    vectors: Annotated[
+        bool,
+        typer.Option(
+            "--vectors",
+            help="With -f jsonl: each paper's stored embedding too (about 2 KB a paper), so that "
+            "'triage ingest' of the file embeds nothing (into a store with the same embedder; "
+            "another store's embedder ignores them and embeds).",
+        ),
+    ] = False,
 ) -> None:
     """Export papers (a reading list or any filtered set) in a standard format."""
     from assistant.export.common import ExportContext
@@ -133,6 +142,10 @@ def export(
     from assistant.selection import Selection, parse_when
 
     chosen = format_named(fmt, output)
+    if vectors and chosen.name != "jsonl":
+        raise TriageError(
+            f"--vectors is for -f jsonl (the format 'triage ingest' restores), not {chosen.name}"
+        )
     store = state.store
     lists = ReadingLists(store)
     agenda = optional_agenda() if topic or chosen.name in ("md", "html", "csv") else None
@@ -167,6 +180,13 @@ def export(
     )
     if not items:
         err_console.print(f"[yellow]No papers match ({escape(selection.describe())}).[/yellow]")
+    if vectors:
+        from assistant.export.jsonl import Vectors
+        from assistant.export.jsonl import write as write_jsonl
+
+        stored = Vectors(store.embedder_identity(), store.vectors([i.paper.id for i in items]))
+        emit(write_jsonl(items, context, stored), output, len(items), "jsonl with vectors")
+        return
     emit(chosen.write(items, context), output, len(items), chosen.name)
 
 

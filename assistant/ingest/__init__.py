@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from assistant.ingest.dedupe import resolve_matches
 from assistant.ingest.jsonfile import parse_json, parse_jsonl
 from assistant.ingest.limits import cap_fields
 from assistant.ingest.listing import looks_like_listing, parse_listing
-from assistant.ingest.restore import RestoreResult, apply_restored
+from assistant.ingest.restore import GivenVector, RestoredPapers, RestoreResult, VectorCheck, apply_restored
 from assistant.ingest.ris import looks_like_ris, parse_ris
 from assistant.models import Paper, StoredPaper
 from assistant.store import Store
@@ -278,13 +278,24 @@ def ingest_files(
 
 
 def store_papers(
-    store: Store, papers: list[Paper], report: FileReport, on_progress: Callable[[int], None] | None = None
+    store: Store,
+    papers: list[Paper],
+    report: FileReport,
+    on_progress: Callable[[int], None] | None = None,
+    vectors: Mapping[str, GivenVector] | None = None,
 ) -> dict[str, str]:
     """Deduplicate against the store and upsert, chunk by chunk; returns record id -> stored id.
 
     Counts are per record: `new` made a paper, `merged` added to a paper (stored, or earlier
     in the same file), `unchanged` told the store nothing it did not know.
+
+    `vectors` (by record id; by default those the records of an export with vectors carry) are
+    stored instead of embedding, where this store may take them (`VectorCheck`); the rest is
+    embedded, with a note on why.
     """
+    if vectors is None and isinstance(papers, RestoredPapers):
+        vectors = papers.vectors()
+    check = VectorCheck(store.embedder_identity(), store.vector_length()) if vectors else None
     ids: dict[str, str] = {}
     for begin in range(0, len(papers), CHUNK):
         given = []
@@ -304,6 +315,8 @@ def store_papers(
 
         # The new papers are embedded before the lock is taken (the look-up is made again under
         # it): other processes' writes, a decision in the review UI, wait for the lock.
+        if check is not None and vectors:
+            store.provide_embeddings(check.take(store, given, vectors))
         ahead = [paper for paper, _ in resolve_matches(store, given)]
         stored = store.stored_ids([p.id for p in ahead])
         store.prepare_embeddings([p.document for p in ahead if p.id not in stored], moved)
@@ -337,6 +350,8 @@ def store_papers(
         if on_progress and len(chunk) > embedded:
             on_progress(len(chunk) - embedded)  # the papers that needed no embedding
     report.ids = list(dict.fromkeys(report.ids))
+    if check is not None:
+        report.notes += check.notes(str(report.path))
     return ids
 
 

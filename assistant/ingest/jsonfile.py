@@ -22,7 +22,7 @@ _LIST_KEYS = ("papers", "items", "records", "data", "results", "recommendedPaper
 def _add(result: RestoreResult, record: Any, source: str, notes: list[str]) -> None:
     """Parse one record into `result`; raises whatever is wrong with it."""
     if is_full_record(record):
-        paper, restored = parse_full_record(record)
+        paper, restored = parse_full_record(record, notes)
         result.papers.append(paper)
         result.restored[paper.id] = restored
     else:

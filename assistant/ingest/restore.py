@@ -8,14 +8,25 @@ decision (by `decided_at`) wins for status, star, note and tags, and list member
 unioned (an import never takes a paper out of a list); the newer assessment (by `created_at`)
 wins. Lists that do not exist yet are created with the exported description; existing lists
 keep theirs.
+
+A record exported with `--vectors` carries its paper's vector (`embedding`, see
+assistant.export.jsonl): the paper is stored with it and not embedded, when the vector was made
+by this store's embedder and of the text the store would embed (not one edited since, or cut to
+size on the way in). Any other vector is left aside with a note and the paper is embedded as
+usual; a malformed one (not base64 float32 numbers, a length that is not its `dims`) is a located
+note, never a failed record.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from assistant.ingest.base import ParseResult
@@ -23,6 +34,16 @@ from assistant.ingest.records import RecordError
 from assistant.lists import ListError, ReadingLists
 from assistant.models import Assessment, Decision, Paper
 from assistant.store import Store
+
+
+@dataclass(frozen=True)
+class GivenVector:
+    """A paper's vector as an export gave it: made by `embedder`, of the text whose sha256
+    begins with `document_sha256`, as float32 numbers."""
+
+    embedder: str
+    document_sha256: str
+    values: np.ndarray
 
 
 @dataclass
@@ -33,6 +54,19 @@ class Restored:
     assessment: Assessment | None = None
     lists: dict[str, str] = field(default_factory=dict)  # name -> description
     added_at: datetime | None = None
+    vector: GivenVector | None = None
+
+
+class RestoredPapers(list[Paper]):
+    """The papers of full records, which can tell the vectors their records carry (by paper id):
+    `store_papers` stores those instead of embedding."""
+
+    def __init__(self, papers: Iterable[Paper], restored: Mapping[str, Restored]) -> None:
+        super().__init__(papers)
+        self.restored = restored
+
+    def vectors(self) -> dict[str, GivenVector]:
+        return {pid: r.vector for pid, r in self.restored.items() if r.vector is not None}
 
 
 @dataclass
@@ -40,6 +74,9 @@ class RestoreResult(ParseResult):
     """Papers parsed from JSON, with what full records say about them (by paper id)."""
 
     restored: dict[str, Restored] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.papers = RestoredPapers(self.papers, self.restored)
 
 
 def is_full_record(record: Any) -> bool:
@@ -56,8 +93,43 @@ def _errors(exc: ValidationError, what: str) -> RecordError:
     return RecordError(f"'{what}{'.' + where if where else ''}': {first['msg']}")
 
 
-def parse_full_record(record: dict[str, Any]) -> tuple[Paper, Restored]:
-    """The paper (its id and sources as exported) and the rest of a full record."""
+def parse_vector(raw: Any) -> GivenVector:
+    """A record's `embedding`, checked for shape; raises ValueError saying what is wrong."""
+    if not isinstance(raw, dict):
+        raise ValueError("must be an object with 'embedder', 'document_sha256' and 'float32'")
+    embedder, digest = raw.get("embedder"), raw.get("document_sha256")
+    if not isinstance(embedder, str) or not embedder:
+        raise ValueError("'embedder' must name the embedder that made the vector")
+    if not isinstance(digest, str) or not digest:
+        raise ValueError("'document_sha256' must name the text the vector is of")
+    data = raw.get("float32")
+    if isinstance(data, str):
+        try:
+            packed = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("'float32' is not base64") from None
+        if len(packed) % 4:
+            raise ValueError(f"'float32' holds {len(packed)} bytes, not whole float32 numbers")
+        values = np.frombuffer(packed, dtype="<f4").astype(np.float32)
+    elif isinstance(data, list):  # a hand-made file may give the numbers as they are
+        if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in data):
+            raise ValueError("'float32' must be base64 or a list of numbers")
+        values = np.array([float(x) for x in data], dtype=np.float32)
+    else:
+        raise ValueError("'float32' must be base64 of little-endian float32 numbers")
+    if not len(values):
+        raise ValueError("the vector is empty")
+    dims = raw.get("dims", len(values))
+    if not isinstance(dims, int) or isinstance(dims, bool) or dims != len(values):
+        raise ValueError(f"it has {len(values)} numbers, but 'dims' says {dims!r}")
+    if not np.isfinite(values).all():
+        raise ValueError("it holds numbers that are not finite (NaN or infinity)")
+    return GivenVector(embedder, digest, values)
+
+
+def parse_full_record(record: dict[str, Any], notes: list[str] | None = None) -> tuple[Paper, Restored]:
+    """The paper (its id and sources as exported) and the rest of a full record. A malformed
+    `embedding` is left out with a note in `notes` (the paper is then embedded)."""
     data = record["paper"]
     try:
         paper = Paper.model_validate(data) if data.get("id") else Paper.create(**data)
@@ -89,7 +161,75 @@ def parse_full_record(record: dict[str, Any]) -> tuple[Paper, Restored]:
             added_at = datetime.fromisoformat(str(record["added_at"]))
         except ValueError:
             raise RecordError(f"'added_at' must be an ISO date-time, got {record['added_at']!r}") from None
-    return paper, Restored(decision, assessment, lists, added_at)
+    vector = None
+    if record.get("embedding") is not None:
+        try:
+            vector = parse_vector(record["embedding"])
+        except ValueError as exc:
+            if notes is not None:
+                notes.append(f"'embedding': {exc}; the vector is left out and the paper embedded")
+    return paper, Restored(decision, assessment, lists, added_at, vector)
+
+
+@dataclass
+class VectorCheck:
+    """Which vectors a file gives this store may take (`take`, chunk by chunk), and the notes
+    on those it may not (`notes`): made by another embedder, of another text, of another length."""
+
+    identity: str
+    length: int | None
+    foreign: dict[str, int] = field(default_factory=dict)  # embedder -> papers
+    other_text: int = 0
+    other_length: dict[int, int] = field(default_factory=dict)  # length -> papers
+    taken: int = 0
+
+    def take(
+        self, store: Store, papers: Iterable[Paper], vectors: Mapping[str, GivenVector]
+    ) -> dict[str, Any]:
+        """The vectors of these papers (as they will be stored) this store may take, by text."""
+        from assistant.export.jsonl import document_sha256
+
+        out: dict[str, Any] = {}
+        for paper in papers:
+            given = vectors.get(paper.id)
+            if given is None:
+                continue
+            if given.embedder != self.identity:
+                self.foreign[given.embedder] = self.foreign.get(given.embedder, 0) + 1
+                continue
+            if given.document_sha256 != document_sha256(paper.document):
+                self.other_text += 1
+                continue
+            if self.length is None:  # an empty store whose embedder does not say: ask it once
+                self.length = len(store.embed(["length"])[0])
+            if len(given.values) != self.length:
+                n = len(given.values)
+                self.other_length[n] = self.other_length.get(n, 0) + 1
+                continue
+            out[paper.document] = given.values
+            self.taken += 1
+        return out
+
+    def notes(self, where: str) -> list[str]:
+        def papers(n: int) -> str:
+            return f"{n} paper{'s' if n != 1 else ''}"
+
+        notes = [
+            f"{where}: {papers(n)} came with vectors made by {name!r}, not by this store's embedder "
+            f"{self.identity!r}: those vectors were ignored and the papers embedded"
+            for name, n in sorted(self.foreign.items())
+        ]
+        if self.other_text:
+            notes.append(
+                f"{where}: {papers(self.other_text)} came with vectors of another text than the paper's "
+                "(edited since the export, or cut to size): those papers were embedded"
+            )
+        notes += [
+            f"{where}: {papers(n)} came with vectors of {length} numbers, this store's have "
+            f"{self.length}: those papers were embedded"
+            for length, n in sorted(self.other_length.items())
+        ]
+        return notes
 
 
 def _stamp(value: datetime | None) -> float:

@@ -320,6 +320,12 @@ class Papers(Reads):
         if todo:
             self._prepared.update(zip(todo, self._embed(todo, on_progress), strict=True))
 
+    def provide_embeddings(self, vectors: dict[str, Any]) -> None:
+        """Vectors made elsewhere (an export's), by the text each is of: the next write of these
+        texts in this process stores them instead of embedding. The caller vouches that they are
+        this store's embedder's vectors of exactly these texts (`embedder_identity`)."""
+        self._prepared.update(vectors)
+
     def embed(self, texts: list[str], on_progress: Callable[[int], None] | None = None) -> list[Any]:
         """Embed texts with the store's embedder (those prepared ahead are taken as they are);
         `on_progress` is told how many are done as the embedder's batches finish (or once at the

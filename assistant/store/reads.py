@@ -13,6 +13,9 @@ from assistant.store.connection import Connection
 from assistant.store.schema import Where, _paper_from, _stored_from, title_keys
 
 PAGE_SIZE = 1000
+# The settings of an embedder (its Chroma config) that change the vectors it makes; the others
+# (a batch size, where an API key is read from) do not.
+VECTOR_SETTINGS = ("model_name", "model", "model_id", "dimensions", "max_tokens", "normalize_embeddings")
 
 
 @dataclass
@@ -73,6 +76,51 @@ class Reads(Connection):
             for pid, vec in zip(res["ids"], vectors, strict=True):
                 out[pid] = list(map(float, vec))
         return out
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+        """(document, vector as little-endian float32 bytes) of these papers, by id: the text
+        each vector was made of, and the vector as Chroma keeps it, compactly."""
+        import numpy as np
+
+        out: dict[str, tuple[str, bytes]] = {}
+        for start in range(0, len(ids), self._batch):
+            res = self.collection.get(
+                ids=list(ids[start : start + self._batch]), include=["documents", "embeddings"]
+            )
+            vectors = res["embeddings"]
+            if vectors is None:
+                continue
+            for pid, doc, vec in zip(res["ids"], res["documents"] or [], vectors, strict=True):
+                if vec is not None and len(vec):
+                    out[pid] = (doc or "", np.asarray(vec, dtype="<f4").tobytes())
+        return out
+
+    def embedder_identity(self) -> str:
+        """Which embedder makes this store's vectors, as Chroma records it for the collection:
+        its registered name and the settings that change its vectors
+        (`paper-triage-minilm-int8 max_tokens=256`). Vectors made by an embedder of another
+        identity are not this store's to take."""
+        name = getattr(self.embedder, "name", None)
+        ident = str(name()) if callable(name) else type(self.embedder).__name__
+        get_config = getattr(self.embedder, "get_config", None)
+        config = get_config() if callable(get_config) else {}
+        shown = [f"{k}={config[k]}" for k in VECTOR_SETTINGS if config.get(k) is not None]
+        return " ".join([ident, *shown])
+
+    def vector_length(self) -> int | None:
+        """How many numbers this store's vectors have: as Chroma knows it once one is stored,
+        else as the embedder says (None when neither can say without embedding)."""
+        model = getattr(self.collection, "_model", None)
+        known = getattr(model, "dimension", None)
+        if known:
+            return int(known)
+        from assistant.embedding import DIMENSIONS, MiniLMEmbedder
+
+        if isinstance(self.embedder, MiniLMEmbedder):
+            return DIMENSIONS
+        get_config = getattr(self.embedder, "get_config", None)
+        config = get_config() if callable(get_config) else {}
+        return int(config["dimensions"]) if isinstance(config.get("dimensions"), int) else None
 
     def texts(self, ids: Sequence[str]) -> list[tuple[str, str, list[float] | None]]:
         """(id, document, vector or None) of these papers; unknown ids are left out."""
