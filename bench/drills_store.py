@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from common import console, report, sample_records
+from drills import isolate
 
 from assistant.config import load_settings
 from assistant.lists import ReadingLists
@@ -49,21 +50,6 @@ TIMEOUT = 300.0
 
 
 # -- environment -------------------------------------------------------------------
-
-
-def isolate(home: Path) -> None:
-    """No user config, data or LLM settings leak into the drills (nor the drills into them)."""
-    for var in list(os.environ):
-        if var.startswith("TRIAGE_") or var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-            del os.environ[var]
-    for name, sub in (
-        ("XDG_CONFIG_HOME", ".config"),
-        ("XDG_CACHE_HOME", ".cache"),
-        ("XDG_DATA_HOME", ".data"),
-    ):
-        os.environ[name] = str(home / sub)
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["COLUMNS"] = "200"
 
 
 def triage(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
