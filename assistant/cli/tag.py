@@ -320,7 +320,9 @@ def tag(
         ),
     ] = None,
 ) -> None:
-    """Assess every paper whose assessment is missing or stale against the agenda."""
+    """Assess every paper whose assessment is missing or stale against the agenda.
+
+    Guide: docs/llm.md"""
     settings = state.settings
     use_llm = engine is Engine.LLM or (engine is Engine.AUTO and settings.llm_configured)
     if engine is Engine.LLM and not settings.llm_configured:

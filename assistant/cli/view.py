@@ -30,7 +30,9 @@ def search(
     k: Annotated[int, typer.Option("-k", help="Number of results.", min=1)] = 10,
     status: Annotated[Status | None, typer.Option(help="Only papers with this status.")] = None,
 ) -> None:
-    """Semantic search over the store."""
+    """Semantic search over the store.
+
+    Guide: docs/commands.md"""
     if not text.strip():
         raise TriageError("nothing to search for: give some words, e.g. triage search 'sparse attention'")
     where = {"status": status.value} if status else None
@@ -55,7 +57,9 @@ def search(
 @app.command()
 @user_errors
 def stats() -> None:
-    """Counts of papers by status and assessment."""
+    """Counts of papers by status and assessment.
+
+    Guide: docs/commands.md"""
     from assistant import readcache
 
     settings = state.settings
@@ -205,7 +209,9 @@ def ranked(
     ] = False,
 ) -> None:
     """Print the queue still to decide, ordered by relevance (with the personal model once it has
-    learned). Decided papers only with --status or --all."""
+    learned). Decided papers only with --status or --all.
+
+    Guide: docs/ranking.md"""
     statuses = None if everything else (status or [Status.NEW])
     queue = assessed_queue()
     items, ranking = ranked_items(None if everything else top, sort, statuses, queue)
@@ -275,7 +281,9 @@ def ranked(
 @app.command()
 @user_errors
 def show(paper_id: Annotated[str, typer.Argument(help="Paper id, as 'triage ranked' prints it.")]) -> None:
-    """Print one paper with its assessment and decision."""
+    """Print one paper with its assessment and decision.
+
+    Guide: docs/ranking.md"""
     from assistant.triage.injection import instruction_hint
 
     paper_id = read_ids([paper_id])[0]
