@@ -65,7 +65,7 @@ def test_a_full_disk_loses_nothing_and_reading_still_works(small_disk: Path, tmp
     more = write_lines(
         tmp_path / "more.jsonl",
         [
-            json.dumps({"title": f"Another paper on adapters, number {i}", "abstract": "text " * 200})
+            json.dumps({"title": f"Another paper on adapters, number {i}", "abstract": "text " * 20})
             for i in range(200)
         ],
     )

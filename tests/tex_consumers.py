@@ -7,10 +7,13 @@ the warnings of an export can be compared with those of its source file.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import subprocess
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +65,28 @@ def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _draft(latex: list[str]) -> list[str]:
+    """A LaTeX run that writes no PDF (`-draftmode`): for the runs before the last, which only
+    feed .aux/.bcf to the bibliography tool and the next run."""
+    return [latex[0], "-draftmode", *latex[1:]]
+
+
+_compiled: dict[tuple[str, ...], Report] = {}
+_compiled_lock = threading.Lock()
+
+
+def _once(kind: str, bib: Path, make: Callable[[], Report]) -> Report:
+    """One compilation of the same .bib text the same way per session: the test modules that
+    compile a shared source file (the corpus and the fidelity tests) share its report."""
+    key = (kind, hashlib.sha256(bib.read_bytes()).hexdigest())
+    with _compiled_lock:
+        if key in _compiled:
+            return _compiled[key]
+    report = make()
+    with _compiled_lock:
+        return _compiled.setdefault(key, report)
+
+
 def _normal(line: str) -> str:
     line = re.sub(r"\s+", " ", line)
     line = re.sub(r"on input line \d+|line \d+|\(line \d+\)|\d+ of file \S+", "", line)
@@ -79,6 +104,10 @@ def _latex_messages(log: str, report: Report) -> None:
 
 def compile_biblatex(bib: Path, workdir: Path) -> Report:
     """pdflatex, biber, pdflatex, pdflatex on a biblatex document citing all of `bib`."""
+    return _once("biber", bib, lambda: _compile_biblatex(bib, workdir))
+
+
+def _compile_biblatex(bib: Path, workdir: Path) -> Report:
     workdir.mkdir(parents=True, exist_ok=True)
     shutil.copy(bib, workdir / "refs.bib")
     (workdir / "doc.tex").write_text(
@@ -88,7 +117,7 @@ def compile_biblatex(bib: Path, workdir: Path) -> Report:
     )
     report = Report()
     latex = ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "doc.tex"]
-    _run(latex, workdir)
+    _run(_draft(latex), workdir)
     biber = _run(["biber", "--nodieonerror", "doc"], workdir)
     for line in biber.stdout.splitlines():
         if re.match(r"^(WARN|ERROR) - ", line):
@@ -102,8 +131,9 @@ def compile_biblatex(bib: Path, workdir: Path) -> Report:
 
 
 def _finish(latex: list[str], workdir: Path, report: Report) -> Report:
-    """The two last LaTeX runs after the bibliography tool, and what they said."""
-    _run(latex, workdir)
+    """The two last LaTeX runs after the bibliography tool, and what they said (the PDF is
+    written by the last one only: the runs before it write the same .aux and log)."""
+    _run(_draft(latex), workdir)
     _run(latex, workdir)
     report.log = (workdir / "doc.log").read_text(encoding="utf-8", errors="replace")
     _latex_messages(report.log, report)
@@ -114,6 +144,10 @@ def _finish(latex: list[str], workdir: Path, report: Report) -> Report:
 
 def compile_bibtex(bib: Path, workdir: Path, style: str) -> Report:
     """pdflatex, bibtex, pdflatex, pdflatex with `style` (plain, plainnat) citing all of `bib`."""
+    return _once(f"bibtex-{style}", bib, lambda: _compile_bibtex(bib, workdir, style))
+
+
+def _compile_bibtex(bib: Path, workdir: Path, style: str) -> Report:
     workdir.mkdir(parents=True, exist_ok=True)
     shutil.copy(bib, workdir / "refs.bib")
     natbib = "\\usepackage[numbers]{natbib}\n" if style.endswith("nat") else ""
@@ -124,7 +158,7 @@ def compile_bibtex(bib: Path, workdir: Path, style: str) -> Report:
     )
     report = Report()
     latex = ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "doc.tex"]
-    _run(latex, workdir)
+    _run(_draft(latex), workdir)
     bibtex = _run(["bibtex", "doc"], workdir)
     for line in bibtex.stdout.splitlines():
         if line.startswith("Warning--"):
