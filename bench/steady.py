@@ -15,11 +15,11 @@ product's own (`assistant.personal.rank`), so the same script measures any versi
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 
 import numpy as np
 from common import report
 from labelled import SETS, cases, temporary_fixture
+from screening import PaperRow
 
 from assistant.models import Status
 from assistant.personal import TextFeatures, rank
@@ -29,18 +29,6 @@ from assistant.triage.offline import Corpus, OfflineEngine
 TOP = 40
 ACCEPTS = 2
 REJECTS = 3
-
-
-@dataclass
-class PaperRow:
-    id: str
-    title: str
-    relevance: float | None
-    topics: dict[str, int] | None
-    status: Status = Status.NEW
-    starred: bool = False
-    seed: bool = False
-    day: int | None = None
 
 
 def places(texts: TextFeatures, rows: list[PaperRow], topics: list[str]) -> dict[str, int]:
