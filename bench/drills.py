@@ -574,6 +574,30 @@ def drill_faulty(tmp: Path, n: int, latency: float, error_rate: float) -> tuple[
 # -- main ----------------------------------------------------------------------------------
 
 
+def run_drill(
+    label: str,
+    runs: int,
+    body: Callable[[], tuple[list[Any], dict[str, Any]]],
+    rows: list[list[Any]],
+    extra: dict[str, Any],
+    started: float,
+) -> None:
+    """Run one drill: its row (with its seconds) goes to `rows`, its details to
+    `extra["drills"]`; a drill that fails is a row saying why, not the end of the bench."""
+    console.print(f"[dim]{time.perf_counter() - started:6.1f}s  {label} ...[/dim]")
+    start = time.perf_counter()
+    try:
+        row, details = body()
+    except Exception as exc:
+        seconds = time.perf_counter() - start
+        rows.append([label, runs, "", "", "", "", "", seconds, f"error: {type(exc).__name__}: {exc}"])
+        extra["drills"][label] = {"error": traceback.format_exc()}
+        return
+    seconds = time.perf_counter() - start
+    rows.append([*row[:7], seconds, row[7]])
+    extra["drills"][row[0]] = {**details, "seconds": seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -601,18 +625,7 @@ def main() -> None:
         has_server = ChromaServer.executable() is not None
 
         def drill(label: str, runs: int, body: Callable[[], tuple[list[Any], dict[str, Any]]]) -> None:
-            console.print(f"[dim]{time.perf_counter() - started:6.1f}s  {label} ...[/dim]")
-            start = time.perf_counter()
-            try:
-                row, details = body()
-            except Exception as exc:  # one failing drill is a row, not the end of the bench
-                seconds = time.perf_counter() - start
-                rows.append([label, runs, "", "", "", "", "", seconds, f"error: {type(exc).__name__}: {exc}"])
-                extra["drills"][label] = {"error": traceback.format_exc()}
-                return
-            seconds = time.perf_counter() - start
-            rows.append([*row[:7], seconds, row[7]])
-            extra["drills"][row[0]] = {**details, "seconds": seconds}
+            run_drill(label, runs, body, rows, extra, started)
 
         try:
             if "ingest-kill" in chosen:

@@ -33,15 +33,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, Endpoint, console, report, sample_records
-from drills import COLUMNS, agenda_beside, assessments, cli, fill, isolate
+from common import ROOT, Endpoint, report, sample_records
+from drills import COLUMNS, agenda_beside, assessments, cli, fill, isolate, run_drill
 
 from assistant.config import load_settings
 from assistant.models import Decision, Paper
@@ -314,18 +313,7 @@ def main() -> None:
         isolate(tmp / "home")
 
         def drill(label: str, runs: int, body: Callable[[], tuple[list[Any], dict[str, Any]]]) -> None:
-            console.print(f"[dim]{time.perf_counter() - started:6.1f}s  {label} ...[/dim]")
-            start = time.perf_counter()
-            try:
-                row, details = body()
-            except Exception as exc:  # one failing drill is a row, not the end of the bench
-                seconds = time.perf_counter() - start
-                rows.append([label, runs, "", "", "", "", "", seconds, f"error: {type(exc).__name__}: {exc}"])
-                extra["drills"][label] = {"error": traceback.format_exc()}
-                return
-            seconds = time.perf_counter() - start
-            rows.append([*row[:7], seconds, row[7]])
-            extra["drills"][row[0]] = {**details, "seconds": seconds}
+            run_drill(label, runs, body, rows, extra, started)
 
         if "rm-during-tag" in chosen:
             runs = 3 if args.quick else args.runs
