@@ -37,7 +37,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from common import console, report, sample_records
+from common import ROOT, console, report, sample_records
 from drills import isolate
 
 from assistant.config import load_settings
@@ -232,19 +232,10 @@ def drill_rm_decided(tmp: Path) -> tuple[list[Any], dict[str, Any]]:
 # -- the store removed under the review UI ------------------------------------------------
 
 
-async def _settle(pilot: Any) -> None:
-    for _ in range(3):
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-    for _ in range(50):
-        if not getattr(pilot.app, "_retrain_pending", False):
-            break
-        await pilot.pause(0.1)
-        await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-
-
 def drill_ui_store_removed(tmp: Path, decisions: int = 5) -> tuple[list[Any], dict[str, Any]]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tui_support import settle  # the tests' own wait for the UI's workers
+
     from assistant.agenda import example_agenda_text, parse_agenda
     from assistant.tui.app import ReviewApp
 
@@ -265,9 +256,9 @@ def drill_ui_store_removed(tmp: Path, decisions: int = 5) -> tuple[list[Any], di
 
     async def main() -> None:
         async with app.run_test(size=(170, 45)) as pilot:
-            await _settle(pilot)
+            await settle(pilot)
             await pilot.press("a")  # saved before the folder goes
-            await _settle(pilot)
+            await settle(pilot)
             shutil.rmtree(settings.store)
             for i in range(decisions):
                 key = "axm"[i % 3]
