@@ -3,13 +3,14 @@ of an unchanged store waits neither for Chroma (a second to import) nor for the 
 (scikit-learn, another second, and its training).
 
 An answer holds while the store's data is unchanged. Every write to a Chroma collection (add,
-update, upsert, delete, of papers or of the store's own records) goes through Chroma's write
-log, the `embeddings_queue` table, whose sequence numbers only grow, and each segment records
-the last number it applied (`max_seq_id`). Those numbers, with the database file's identity,
-are the store's signature, read with the standard library's sqlite3 in read-only mode in a
-millisecond. (The file's mtime and SQLite's change counter will not do: Chroma writes to its
-database each time a client opens it.) An answer is saved with the signature taken once the
-store was open, and only if it is unchanged when the answer is computed. A store behind a
+update, upsert, delete, of papers or of the store's own records) is applied to the collection's
+metadata segment, which records the number of the last write it applied (`max_seq_id`); a
+small write that waits in the store's queue (`assistant.store.pending`) has a number there.
+Those numbers, with the database file's identity, are the store's signature, read with the
+standard library's sqlite3 in read-only mode in a millisecond (`assistant.store.mirror`). (The
+file's mtime and SQLite's change counter will not do: Chroma writes to its database each time
+a client opens it.) An answer is saved with the signature taken once the store was open, and
+only if it is unchanged when the answer is computed. A store behind a
 Chroma server has no file to read and is always read through Chroma. The cache is derived
 state: deleting it costs one slow read.
 """
@@ -33,27 +34,30 @@ if TYPE_CHECKING:
 
 VERSION = 4
 
-Signature = tuple[int, int, Any, tuple[tuple[str, int], ...]]
+Signature = tuple[int, int, str, str, int, int]
 
 
 def signature(settings: Settings) -> Signature | None:
-    """What identifies the state of an embedded store's data; None when there is nothing
-    reliable to read (a server store, no database yet, a write holding the database, a
-    database laid out otherwise than this Chroma version does)."""
+    """What identifies the state of an embedded store's data (`Connection.stamp`: Chroma's
+    database and its last applied write, and the store's queue of small writes); None when
+    there is nothing reliable to read (a server store, no database yet, a database laid out
+    otherwise than this Chroma version does)."""
     if settings.chroma_url or settings.local_store is None:
         return None
-    db = settings.store / "chroma.sqlite3"
-    try:
-        stat = db.stat()
-        connection = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=0.5)
-        try:
-            logged = connection.execute("SELECT max(seq_id) FROM embeddings_queue").fetchone()[0]
-            applied = sorted(connection.execute("SELECT segment_id, seq_id FROM max_seq_id").fetchall())
-        finally:
-            connection.close()
-    except (OSError, sqlite3.Error):
+    from assistant.store.mirror import chroma_state
+    from assistant.store.pending import Pending
+
+    names = (settings.collection, settings.collection + "-meta")
+    state = chroma_state(settings.store, names)
+    if state is None:
         return None
-    return (stat.st_dev, stat.st_ino, logged, tuple((str(a), int(b)) for a, b in applied))
+    queue = Pending(settings.store)
+    try:
+        return (*state, queue.last())
+    except sqlite3.Error:
+        return None
+    finally:
+        queue.close()
 
 
 def _path(settings: Settings, part: str, cache_dir: Path | None) -> Path:

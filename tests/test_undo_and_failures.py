@@ -145,18 +145,21 @@ def test_error_in_compaction_on_a_nearly_full_disk_is_one_line(
     more = write_lines(tmp_path / "more.jsonl", [json.dumps({"title": f"More paper {i}"}) for i in range(3)])
     with monkeypatch.context() as patch:
         _compaction_fails(patch, 2 * 1024 * 1024)
-        for args in (
-            ["ingest", str(more)],
-            ["mark", pid, "--accept"],
-            ["note", pid, "x"],
-            ["list", "create", "Full"],
-            ["rm", pid, "--yes"],
-        ):
+        # A decision, a note, a new list are queued in the store (a few hundred bytes): kept.
+        for args in (["mark", pid, "--accept"], ["note", pid, "x"], ["list", "create", "Full"]):
+            result = triage(store, *args)
+            assert result.exit_code == 0, (args, result.output, result.exception)
+        # What must reach Chroma itself fails in one line, the queued writes kept for later.
+        for args in (["ingest", str(more)], ["rm", pid, "--yes"]):
             result = triage(store, *args)
             assert result.exit_code == 1, (args, result.output, result.exception)
             assert not isinstance(result.exception, InternalError), args
             assert "the disk holding the store" in result.output and "is full" in result.output, args
             assert "Traceback" not in result.output and "InternalError" not in result.output
+        after = exported(store)
+    assert after.keys() == before.keys()
+    assert after[pid]["decision"]["status"] == "accepted" and after[pid]["decision"]["note"] == "x"
+    before[pid]["decision"] = after[pid]["decision"]
     assert exported(store) == before  # nothing lost, nothing half-written
     assert triage(store, "mark", pid, "--accept").exit_code == 0
 
@@ -169,7 +172,7 @@ def test_error_in_compaction_with_room_on_the_disk_is_not_called_a_full_disk(
     assert triage(store, "ingest", str(good)).exit_code == 0
     pid = next(iter(exported(store)))
     _compaction_fails(monkeypatch, 50 * 1024**3)
-    result = triage(store, "mark", pid, "--accept")
+    result = triage(store, "rm", pid, "--yes")  # a write Chroma makes itself (a decision is queued)
     assert isinstance(result.exception, InternalError)
 
 

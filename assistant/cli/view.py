@@ -66,19 +66,8 @@ def stats() -> None:
     key = _assessment_key()
     rows = readcache.load(settings, "stats", key) if settings.store_exists else None
     if rows is None:
-        store = state.store
         before = readcache.signature(settings)
-        total = store.count()
-        rows = [("papers", total)]
-        rows += [(f"  {status.value}", n) for status, n in store.counts_by_status().items()]
-        rows.append(("starred", store.count({"starred": True})))
-        assessed = [i for i in store.iter_all({"relevance": {"$gte": 0}}) if i.assessment]
-        rows.append(("assessed", len(assessed)))
-        if total > len(assessed):
-            rows.append(("  not yet ('triage tag' does)", total - len(assessed)))
-        if key is not None:
-            rows.append(("  stale ('triage tag' redoes)", len(state.stale(assessed))))
-        rows.append(("failed assessments", store.count({"failed": True})))
+        rows = _store_counts(key is not None)
         readcache.save(settings, "stats", key, rows, before)
     table = Table(title=f"Store {escape(settings.store_location)}", title_justify="left", show_header=False)
     table.add_column("what")
@@ -86,6 +75,43 @@ def stats() -> None:
     for what, n in rows:
         table.add_row(what, str(n))
     console.print(table)
+
+
+def _store_counts(with_stale: bool) -> list[tuple[str, int]]:
+    """What `stats` counts, in one read of the store (each paper's assessment is read only
+    for the fields that say whether it is stale)."""
+    from assistant.triage.keys import stale_fields
+    from assistant.triage.prompts import Prompts, load_prompts
+
+    agenda = state.agenda() if with_stale else None
+    prompts: Prompts | None = None
+    if agenda is not None:
+        try:
+            prompts = load_prompts(state.settings.prompts)
+        except TriageError:
+            prompts = None  # offline assessments are still checked
+    statuses = {status.value: 0 for status in Status}
+    total = starred = assessed = stale = failed = 0
+    for _, document, meta in state.store.iter_records():
+        total += 1
+        status = str(meta.get("status") or Status.NEW.value)
+        statuses[status] = statuses.get(status, 0) + 1
+        starred += meta.get("starred") is True
+        failed += meta.get("failed") is True
+        relevance = meta.get("relevance")
+        if not isinstance(relevance, int | float) or relevance < 0 or not meta.get("assessment"):
+            continue
+        assessed += 1
+        if agenda is not None:
+            stale += stale_fields(json.loads(str(meta["assessment"])), document, agenda, prompts)
+    rows = [("papers", total), *((f"  {status}", n) for status, n in statuses.items()), ("starred", starred)]
+    rows.append(("assessed", assessed))
+    if total > assessed:
+        rows.append(("  not yet ('triage tag' does)", total - assessed))
+    if agenda is not None:
+        rows.append(("  stale ('triage tag' redoes)", stale))
+    rows.append(("failed assessments", failed))
+    return rows
 
 
 def _assessment_key() -> tuple[str, str] | None:

@@ -1,6 +1,12 @@
 """Opening a store: the Chroma client (embedded or a server) and collections, the locks that
-keep writers apart, and the translation of Chroma's errors (full disk, read-only, removed
-store) into one-line errors."""
+keep writers apart, the translation of Chroma's errors (full disk, read-only, removed store)
+into one-line errors, and the routing of every call to a collection.
+
+An embedded store is opened without Chroma when its mirror (`mirror`) is current: reads are
+answered from the mirror, small metadata writes go to the store's queue (`pending`) and the
+mirror, and Chroma is opened only for what needs it (vectors, search, new text), at which
+point the queue is applied to it first. A Chroma server is always read and written directly.
+"""
 
 from __future__ import annotations
 
@@ -9,24 +15,19 @@ import fcntl
 import functools
 import hashlib
 import shutil
+import sqlite3
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 from urllib.parse import urlparse
 
-import chromadb
-import httpx
 import platformdirs
-from chromadb.api import ClientAPI
-from chromadb.api.models.Collection import Collection
-from chromadb.config import Settings as ChromaSettings
-from chromadb.errors import ChromaError
 
 from assistant.config import Settings
-from assistant.embedding import make_embedder
 from assistant.errors import (
     ReadOnlyError,
     StoreError,
@@ -38,9 +39,18 @@ from assistant.errors import (
     read_only,
     store_gone,
 )
+from assistant.store.mirror import META, PAPERS, Mirror, Stamp, chroma_state, mirror_path
+from assistant.store.pending import Pending
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+    from chromadb.config import Settings as ChromaSettings
 
 META_COLLECTION_SUFFIX = "-meta"
 SERVER_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one request
+BATCH = 1000  # records per Chroma call (its own limit is larger)
+WRITES = ("add", "update", "upsert", "delete")
 
 
 class _Guarded:
@@ -69,25 +79,77 @@ class _Guarded:
         return call
 
 
-class Connection:
-    """An open store: its client, its two collections (errors said in words), where it is,
-    and the writer lock every write holds. The other parts of `Store` build on this."""
+class _Routed:
+    """One of the store's collections as the rest of the store calls it: `get` and `count`
+    answered from the mirror while it is current and Chroma is not open, writes queued or
+    made in Chroma (and the mirror brought along), anything else from Chroma itself."""
 
-    def __init__(
-        self, client: ClientAPI, collection: Collection, meta: Collection, location: str, embedder: Any
-    ) -> None:
-        self.client = client
-        self.embedder = embedder
-        self.collection = cast(Collection, _Guarded(collection, self))
-        self.meta = cast(Collection, _Guarded(meta, self))
-        self.location = location
+    def __init__(self, store: Connection, kind: int) -> None:
+        self._store = store
+        self._kind = kind
+
+    def get(
+        self,
+        ids: Sequence[str] | None = None,
+        where: dict[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        include: Sequence[str] = ("metadatas", "documents"),
+        **rest: Any,
+    ) -> Any:
+        store = self._store
+        if not rest and "embeddings" not in include and store._mirror_serves():
+            assert store.mirror is not None
+            return store.mirror.get(self._kind, ids, where, limit, offset, include)
+        arguments: dict[str, Any] = {
+            "ids": ids,
+            "where": where,
+            "limit": limit,
+            "offset": offset,
+            "include": list(include),
+        }
+        # The queue holds papers' metadata only: a read of their text or vectors needs no drain.
+        metadata = self._kind == META or "metadatas" in include or where is not None or bool(rest)
+        chroma = store._chroma(self._kind, metadata)
+        return chroma.get(**{k: v for k, v in arguments.items() if v is not None}, **rest)
+
+    def count(self) -> int:
+        store = self._store
+        if store._mirror_serves():
+            assert store.mirror is not None
+            return store.mirror.count(self._kind)
+        return int(store._chroma(self._kind, metadata=self._kind == META).count())
+
+    def __getattr__(self, name: str) -> Any:
+        if name in WRITES:
+            return functools.partial(self._store._write_call, self._kind, name)
+        return getattr(self._store._chroma(self._kind), name)
+
+
+class Connection:
+    """An open store: its two collections (errors said in words), where it is, its mirror and
+    queue of small writes (embedded), and the writer lock every write holds. The other parts
+    of `Store` build on this."""
+
+    def __init__(self, settings: Settings, embedder: Any | None = None) -> None:
+        self.settings = settings
+        self._embedder = embedder
+        self._client: ClientAPI | None = None
+        self._collections: dict[int, Collection] = {}
+        self.collection = cast("Collection", _Routed(self, PAPERS))
+        self.meta = cast("Collection", _Routed(self, META))
+        self.location = settings.store_location
         self.path: Path | None = None  # an embedded store's folder
-        self._batch = max(1, min(client.get_max_batch_size(), 1000))
+        self._batch = BATCH
         self.lock_path: Path | None = None
         self._thread_lock = threading.RLock()
         self._prepared: dict[str, Any] = {}  # text -> vector, embedded ahead of a write
         self._holding = False  # whether this store's writer lock is held (by the thread in _thread_lock)
         self.snapshot: str | None = None  # why this is a temporary copy of the store, if it is
+        self.mirror: Mirror | None = None
+        self.pending: Pending | None = None
+        self._names = (settings.collection, settings.collection + META_COLLECTION_SUFFIX)
+        self._draining = False
 
     @classmethod
     def open_for_reading(cls, settings: Settings, embedder: Any | None = None) -> Self:
@@ -96,8 +158,9 @@ class Connection:
         temporary copy instead (`snapshot` is set; nothing written there is kept)."""
         try:
             store = cls.open(settings, embedder)
-            # Chroma applies its write log at the first read: on a full disk that read fails.
-            store.collection.count()
+            if store.connected:
+                # Chroma applies its write log at the first read: on a full disk that read fails.
+                store.collection.count()
             return store
         except StoreError as exc:
             if settings.local_store is None or not settings.store_exists:
@@ -120,10 +183,59 @@ class Connection:
 
     @classmethod
     def open(cls, settings: Settings, embedder: Any | None = None) -> Self:
-        """Open (creating if needed) the store the settings point at."""
-        api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-        ef = embedder or make_embedder(settings.embedder, api_key, settings.openai_base_url)
-        location = settings.store_location
+        """Open (creating if needed) the store the settings point at: an embedded store with a
+        current mirror without Chroma (it is opened when needed), any other at once."""
+        store = cls(settings, embedder)
+        if settings.chroma_url:  # writers on this machine share a lock per server collection
+            digest = hashlib.sha256(f"{store.location}#{settings.collection}".encode()).hexdigest()[:16]
+            store.lock_path = Path(platformdirs.user_cache_dir("triage")) / "locks" / f"{digest}.lock"
+            store._connect()
+            return store
+        store.lock_path = settings.store / "triage-write.lock"
+        store.path = settings.store
+        store.mirror = Mirror(mirror_path(settings.store, settings.collection))
+        store.pending = Pending(settings.store)
+        if not (settings.store / "chroma.sqlite3").exists() or not store.mirror_current():
+            store._connect()
+            store._rebuild_mirror()
+        return store
+
+    @property
+    def connected(self) -> bool:
+        """Whether Chroma is open in this process."""
+        return self._client is not None
+
+    @property
+    def client(self) -> ClientAPI:
+        self._ensure_connected()
+        assert self._client is not None
+        return self._client
+
+    @property
+    def embedder(self) -> Any:
+        """The store's embedder, made at first use (opening a store does not load a model)."""
+        if self._embedder is None:
+            from assistant.embedding import make_embedder
+
+            settings = self.settings
+            api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+            self._embedder = make_embedder(settings.embedder, api_key, settings.openai_base_url)
+        return self._embedder
+
+    @embedder.setter
+    def embedder(self, value: Any) -> None:
+        self._embedder = value
+
+    # -- Chroma -----------------------------------------------------------------
+
+    def _connect(self) -> None:
+        """Open Chroma (creating the store if needed) and apply the queue of small writes."""
+        import chromadb
+        from chromadb.errors import ChromaError
+
+        settings = self.settings
+        location = self.location
+        ef = self.embedder
         try:
             if not settings.chroma_url:
                 settings.store.mkdir(parents=True, exist_ok=True)
@@ -135,11 +247,9 @@ class Connection:
                         path=str(settings.store.resolve()), settings=_chroma_settings()
                     )
                 collection = client.get_or_create_collection(
-                    settings.collection, embedding_function=ef, configuration={"hnsw": {"space": "cosine"}}
+                    self._names[0], embedding_function=ef, configuration={"hnsw": {"space": "cosine"}}
                 )
-                meta = client.get_or_create_collection(
-                    settings.collection + META_COLLECTION_SUFFIX, embedding_function=None
-                )
+                meta = client.get_or_create_collection(self._names[1], embedding_function=None)
         except (ChromaError, ValueError, OSError) as exc:
             if settings.local_store is not None:
                 _forget_client(settings.local_store)
@@ -152,14 +262,166 @@ class Connection:
             if type(exc).__module__.split(".")[0] in ("httpx", "httpcore", "requests", "urllib3"):
                 raise StoreError(f"cannot reach the Chroma server at {location}: {exc}") from exc
             raise
-        store = cls(client, collection, meta, location, ef)
-        if settings.chroma_url:  # writers on this machine share a lock per server collection
-            digest = hashlib.sha256(f"{location}#{settings.collection}".encode()).hexdigest()[:16]
-            store.lock_path = Path(platformdirs.user_cache_dir("triage")) / "locks" / f"{digest}.lock"
-        else:
-            store.lock_path = settings.store / "triage-write.lock"
-            store.path = settings.store
-        return store
+        self._collections = {
+            PAPERS: cast("Collection", _Guarded(collection, self)),
+            META: cast("Collection", _Guarded(meta, self)),
+        }
+        self._client = client
+
+    def _ensure_connected(self) -> None:
+        if self._client is None:
+            self._connect()
+
+    def _chroma(self, kind: int, metadata: bool = True) -> Collection:
+        """The Chroma collection itself (opened if needed), with the queue applied to it first
+        when what is read or written depends on metadata."""
+        self._ensure_connected()
+        if metadata and not self._draining and self.pending is not None and self.pending.waiting():
+            self.drain()
+        return self._collections[kind]
+
+    # -- the mirror and the queue -------------------------------------------------
+
+    def stamp(self) -> Stamp | None:
+        """The state of an embedded store's data: Chroma's and its queue's (None for a server,
+        or when it cannot be read)."""
+        if self.path is None or self.pending is None:
+            return None
+        state = chroma_state(self.path, self._names)
+        if state is None:
+            return None
+        try:
+            return (*state, self.pending.last())
+        except sqlite3.Error:
+            return None
+
+    def mirror_current(self) -> bool:
+        """Whether the mirror reflects the store as it is now."""
+        if self.mirror is None:
+            return False
+        now = self.stamp()
+        return now is not None and self.mirror.stamp() == now
+
+    def _mirror_serves(self) -> bool:
+        """Whether a read is answered from the mirror: Chroma is not open and the mirror is
+        current. A mirror gone stale (another program wrote) is left for Chroma, opened now."""
+        if self._client is not None or self.mirror is None:
+            return False
+        if self.mirror_current():
+            return True
+        self._connect()
+        return False
+
+    def _rebuild_mirror(self) -> None:
+        """Read every record from Chroma into the mirror (nothing is kept if a write came
+        meanwhile, or the mirror cannot be written: reads then go to Chroma)."""
+        mirror = self.mirror
+        before = self.stamp()
+        if mirror is None or before is None:
+            return
+        rows: list[tuple[int, str, str | None, dict[str, Any] | None]] = []
+        for kind in (PAPERS, META):
+            offset = 0
+            while True:
+                res = self._chroma(kind).get(limit=BATCH, offset=offset, include=["documents", "metadatas"])
+                empty: list[Any] = [None] * len(res["ids"])
+                docs: list[Any] = list(res["documents"] or empty)
+                metas: list[Any] = list(res["metadatas"] or empty)
+                for pid, doc, meta in zip(res["ids"], docs, metas, strict=True):
+                    rows.append((kind, pid, doc, dict(meta) if meta else None))
+                if len(res["ids"]) < BATCH:
+                    break
+                offset += BATCH
+        try:
+            with self.write_lock():
+                if self.stamp() == before:
+                    try:
+                        mirror.rebuild(rows, before)
+                    except sqlite3.DatabaseError:  # a damaged file: made anew
+                        self._drop_mirror()
+                        self.mirror = mirror = Mirror(mirror.path)
+                        mirror.rebuild(rows, before)
+        except (sqlite3.Error, OSError):
+            self._drop_mirror()
+
+    def _drop_mirror(self) -> None:
+        """Stop using a mirror that cannot be written; the file goes (a stale copy misleads)."""
+        if self.mirror is not None:
+            self.mirror.close()
+            for suffix in ("", "-journal"):
+                Path(f"{self.mirror.path}{suffix}").unlink(missing_ok=True)
+        self.mirror = None
+
+    def _write_call(self, kind: int, op: str, **call: Any) -> Any:
+        """A write to a collection: queued (Chroma not open, a write of metadata only, the
+        mirror current) or made in Chroma; the mirror is brought along when it was current."""
+        ids = list(call.get("ids") or [])
+        metadatas = call.get("metadatas")
+        documents = call.get("documents")
+        queueable = (
+            kind == PAPERS and op == "update" and documents is None and "embeddings" not in call
+        ) or (kind == META and op in ("upsert", "delete"))
+        with self.write_lock():
+            if queueable and self._client is None and self.pending is not None and self.mirror_current():
+                assert self.mirror is not None
+                seq = self.pending.append(kind, op, ids, metadatas, documents)
+                state = chroma_state(self.path, self._names) if self.path is not None else None
+                if state is not None:
+                    try:
+                        self.mirror.apply(kind, op, ids, metadatas, documents, (*state, seq))
+                    except (sqlite3.Error, OSError):
+                        self._drop_mirror()
+                return None
+            chroma = self._chroma(kind)
+            before = self.stamp()
+            current = before is not None and self.mirror is not None and self.mirror.stamp() == before
+            result = getattr(chroma, op)(**call)
+            if current and self.mirror is not None:
+                try:
+                    self.mirror.apply(
+                        kind,
+                        op,
+                        ids,
+                        _listed(metadatas, len(ids)),
+                        _listed(documents, len(ids)),
+                        self.stamp(),
+                    )
+                except (sqlite3.Error, OSError):
+                    self._drop_mirror()
+            return result
+
+    def drain(self) -> None:
+        """Apply the queue of small writes to Chroma, oldest first, and empty it. A paper's
+        write is stamped as applied now, so views refreshing from stamps take it in."""
+        pending = self.pending
+        if pending is None or self._client is None or not pending.waiting():
+            return
+        try:
+            with self.write_lock():
+                writes = pending.writes()
+                if not writes:
+                    return
+                now = time.time()
+                self._draining = True
+                for w in writes:
+                    call: dict[str, Any] = {"ids": w.ids}
+                    if w.metadatas is not None:
+                        call["metadatas"] = [
+                            {**(m or {}), "touched": now} if w.kind == PAPERS else m for m in w.metadatas
+                        ]
+                    if w.documents is not None:
+                        call["documents"] = w.documents
+                    if w.kind == META and w.op == "upsert":
+                        call["embeddings"] = [[0.0]] * len(w.ids)
+                    self._write_call(w.kind, w.op, **call)
+                pending.remove_through(writes[-1].seq)
+                self._draining = False
+        except StoreError as exc:
+            if not (isinstance(exc, ReadOnlyError) or is_disk_full(exc)):
+                raise
+            # A store that cannot be written keeps its queue; readers still see it in the mirror.
+        finally:
+            self._draining = False
 
     def refusal(self, exc: BaseException) -> StoreError | None:
         """The error in words for a Chroma error that means the store cannot be written (its
@@ -179,7 +441,12 @@ class Connection:
         """Names this store for caches of derived state. The collection's id is new whenever a
         collection is created: two projects with a store at the same relative path, or a store
         deleted and rebuilt, never share a cache."""
-        return f"{self.location}#{self.collection.name}#{self.collection.id}"
+        if self._client is None and self.path is not None:
+            state = chroma_state(self.path, self._names)
+            if state is not None:
+                return f"{self.location}#{self._names[0]}#{state[2]}"
+        self._ensure_connected()
+        return f"{self.location}#{self._names[0]}#{self._collections[PAPERS].id}"
 
     # -- the writer lock -------------------------------------------------------
 
@@ -193,7 +460,7 @@ class Connection:
         Every write to the collections takes it, not only those that must see each other's
         results: an embedded store's processes each apply the shared write log to the store,
         and two applying at once can apply an older write after a newer one (a paper taken
-        out of a list came back)."""
+        out of a list came back). The mirror and the queue of small writes change under it."""
         if self.lock_path is None:
             yield
             return
@@ -209,6 +476,15 @@ class Connection:
                     yield
                 finally:
                     self._holding = False
+
+
+def _listed(values: Any, n: int) -> list[Any] | None:
+    """A call's per-record values as a list (Chroma also takes one value for one record)."""
+    if values is None:
+        return None
+    if isinstance(values, dict | str):
+        return [values] * n
+    return list(values)
 
 
 @contextmanager
@@ -244,6 +520,9 @@ def _file_lock(path: Path, make_dir: bool = True) -> Iterator[None]:
 
 
 def _http_client(url: str) -> ClientAPI:
+    import chromadb
+    import httpx
+
     parsed = urlparse(url if "://" in url else f"http://{url}")
     if not parsed.hostname:
         raise StoreError(f"invalid Chroma URL {url!r}: expected e.g. http://127.0.0.1:8000")
@@ -271,4 +550,6 @@ def _forget_client(path: Path) -> None:
 
 
 def _chroma_settings() -> ChromaSettings:
+    from chromadb.config import Settings as ChromaSettings
+
     return ChromaSettings(anonymized_telemetry=False)

@@ -122,6 +122,16 @@ class Reads(Connection):
         config = get_config() if callable(get_config) else {}
         return int(config["dimensions"]) if isinstance(config.get("dimensions"), int) else None
 
+    def documents(self, ids: Sequence[str]) -> dict[str, str]:
+        """The text (title and abstract) of these papers, by id; unknown ids are left out.
+        Read from the mirror while it is current: no vectors, no Chroma."""
+        out: dict[str, str] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), self._batch):
+            res = self.collection.get(ids=unique[start : start + self._batch], include=["documents"])
+            out.update(zip(res["ids"], [d or "" for d in res["documents"] or []], strict=True))
+        return out
+
     def texts(self, ids: Sequence[str]) -> list[tuple[str, str, list[float] | None]]:
         """(id, document, vector or None) of these papers; unknown ids are left out."""
         out: list[tuple[str, str, list[float] | None]] = []
@@ -158,6 +168,24 @@ class Reads(Connection):
             res = self.collection.get(where=where, limit=page_size, offset=offset, include=["metadatas"])
             for pid, meta in zip(res["ids"], res["metadatas"] or [], strict=True):
                 yield pid, dict(meta or {})
+            if len(res["ids"]) < page_size:
+                return
+            offset += page_size
+
+    def iter_records(
+        self, where: Where | None = None, page_size: int = PAGE_SIZE
+    ) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """(id, document, raw metadata) of every paper (matching `where`), page by page: what
+        a count over the store reads without making each paper's models."""
+        offset = 0
+        while True:
+            res = self.collection.get(
+                where=where, limit=page_size, offset=offset, include=["documents", "metadatas"]
+            )
+            for pid, doc, meta in zip(
+                res["ids"], res["documents"] or [], res["metadatas"] or [], strict=True
+            ):
+                yield pid, doc or "", dict(meta or {})
             if len(res["ids"]) < page_size:
                 return
             offset += page_size

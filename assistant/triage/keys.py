@@ -7,6 +7,8 @@ tell a stale assessment without loading the LLM client or the offline engine's l
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from typing import Any
 
 from assistant.agenda import Agenda
 from assistant.models import StoredPaper
@@ -37,14 +39,20 @@ def is_stale(item: StoredPaper, agenda: Agenda, prompts: Prompts | None) -> bool
     a = item.assessment
     if a is None:
         return False
-    if a.agenda_hash != agenda.hash:
+    return stale_fields(a.model_dump(), item.paper.document, agenda, prompts)
+
+
+def stale_fields(
+    assessment: Mapping[str, Any], document: str, agenda: Agenda, prompts: Prompts | None
+) -> bool:
+    """`is_stale` from an assessment's stored fields (`agenda_hash`, `engine`, `key`,
+    `base_key`, `model`) and the paper's text, without reading the whole assessment."""
+    if assessment.get("agenda_hash") != agenda.hash:
         return True
-    if a.engine == OFFLINE_ENGINE:
-        return a.key != engine_key(item.paper.document, agenda)
+    if assessment.get("engine") == OFFLINE_ENGINE:
+        return assessment.get("key") != engine_key(document, agenda)
     if prompts is None:
         return False
-    key = a.base_key or a.key  # with calibration examples, the key without them
-    return all(
-        key != llm_key(item.paper.document, agenda, prompts, a.model or "", mode)
-        for mode in ("tools", "json")
-    )
+    key = assessment.get("base_key") or assessment.get("key")  # with examples, the key without them
+    model = str(assessment.get("model") or "")
+    return all(key != llm_key(document, agenda, prompts, model, mode) for mode in ("tools", "json"))

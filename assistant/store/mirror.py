@@ -1,0 +1,388 @@
+"""The store's papers and records, mirrored in a SQLite file of the user cache, so that the
+commands of the daily loop read them without Chroma (importing it alone costs half a second of
+CPU, opening it and reading 10,000 papers through it seconds more).
+
+The mirror is derived state. It holds each record's id, document and metadata, for both
+collections, in the order Chroma keeps them, and says which state of the store it reflects:
+Chroma's database file (device, inode), the two collections' ids, the last write its metadata
+segments applied (from Chroma's own tables, read with sqlite3 in a millisecond), and the last
+write of the store's queue of small writes (`assistant.store.pending`). Every write of this
+project goes through the store's writer lock and brings the mirror along when it was current,
+so it stays current; a write by anything else (another version, another tool) leaves it stale,
+and the next command rebuilds it from Chroma. Deleting it costs one rebuild.
+
+`get` answers as `Collection.get` does, for what the mirror holds (no vectors): the same
+records, order and `where` semantics (`$ne` and `$nin` match a record without the key; a
+boolean matches only a boolean).
+"""
+
+from __future__ import annotations
+
+import marshal
+import sqlite3
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from assistant.cache import cache_file
+
+VERSION = 2
+PAPERS, META = 0, 1  # the two collections
+# Metadata keys kept apart from the rest: long texts no `where` looks at, so that a filter reads
+# only the short keys.
+LONG_KEYS = frozenset({"assessment", "merges", "extra", "biblio", "failed_reason", "note", "authors"})
+
+# What the mirror reflects: Chroma's database (device, inode), the two collections' ids, the last
+# write its metadata segments applied, and the last write queued in the store's pending writes.
+Stamp = tuple[int, int, str, str, int, int]
+ChromaState = tuple[int, int, str, str, int]
+
+
+def chroma_state(store_dir: Path, names: tuple[str, str]) -> ChromaState | None:
+    """The state of an embedded store's Chroma database, read with sqlite3 (read-only, no Chroma):
+    None when it cannot be read, or is laid out otherwise than this Chroma version does."""
+    db = store_dir / "chroma.sqlite3"
+    try:
+        stat = db.stat()
+        connection = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=0.5)
+        try:
+            ids = dict(connection.execute("SELECT name, id FROM collections WHERE name IN (?, ?)", names))
+            applied = connection.execute(
+                "SELECT max(m.seq_id) FROM max_seq_id m JOIN segments s ON s.id = m.segment_id "
+                "WHERE s.scope = 'METADATA'"
+            ).fetchone()[0]
+        finally:
+            connection.close()
+    except (OSError, sqlite3.Error):
+        return None
+    if names[0] not in ids or names[1] not in ids:
+        return None
+    return (stat.st_dev, stat.st_ino, str(ids[names[0]]), str(ids[names[1]]), int(applied or 0))
+
+
+def mirror_path(store_dir: Path, collection: str, cache_dir: Path | None = None) -> Path:
+    """Where the mirror of the embedded store at `store_dir` (its `collection`) is kept."""
+    where = cache_file("mirror", f"{store_dir.resolve()}#{collection}", cache_dir)
+    return where.with_suffix(f".v{VERSION}.sqlite3")  # a file per layout
+
+
+def _pack(meta: dict[str, Any] | None) -> tuple[bytes | None, bytes | None]:
+    """A record's metadata as two blobs: its short keys, its long ones (None when empty)."""
+    if meta is None:
+        return None, None
+    short = {k: v for k, v in meta.items() if k not in LONG_KEYS}
+    long = {k: v for k, v in meta.items() if k in LONG_KEYS}
+    return marshal.dumps(short), marshal.dumps(long) if long else None
+
+
+def _unpack(short: bytes | None, long: bytes | None = None) -> dict[str, Any] | None:
+    if short is None:
+        return None
+    meta: dict[str, Any] = marshal.loads(short)
+    if long is not None:
+        meta.update(marshal.loads(long))
+    return meta
+
+
+class Mirror:
+    """One store's mirror file. Every change is made under the store's writer lock."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+        self._matches: dict[tuple[int, str, int], list[int]] = {}  # a where's rows, per version
+        self._version = 0  # bumped by every change made through this object
+        self._pages: dict[tuple[int, int, int], int] = {}  # (kind, offset, version) -> the row before
+
+    # -- the file --------------------------------------------------------------
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            # Derived state: a crash mid-write is rolled back by the journal; an OS crash may
+            # leave it damaged, which reads as stale and is rebuilt.
+            db.execute("PRAGMA synchronous = OFF")
+            db.executescript(
+                "CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, kind INTEGER NOT NULL, "
+                "id TEXT NOT NULL, document TEXT, meta BLOB, long BLOB, UNIQUE (kind, id));"
+                "CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value BLOB);"
+            )
+            self._db = db
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def stamp(self) -> Stamp | None:
+        """The state of the store this mirror reflects (None: unknown, rebuild it)."""
+        try:
+            row = self.db.execute("SELECT value FROM state WHERE key = 'stamp'").fetchone()
+        except sqlite3.Error:
+            return None
+        if row is None:
+            return None
+        try:
+            saved = marshal.loads(row[0])
+        except (ValueError, EOFError, TypeError):
+            return None
+        if not isinstance(saved, tuple) or len(saved) != 2 or saved[0] != (VERSION, sys.version_info[:2]):
+            return None
+        return tuple(saved[1])
+
+    def set_stamp(self, stamp: Stamp | None) -> None:
+        if stamp is None:
+            self.db.execute("DELETE FROM state WHERE key = 'stamp'")
+        else:
+            value = marshal.dumps(((VERSION, sys.version_info[:2]), tuple(stamp)))
+            self.db.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('stamp', ?)", (value,))
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._matches.clear()
+
+    def rebuild(
+        self, rows: Iterable[tuple[int, str, str | None, dict[str, Any] | None]], stamp: Stamp
+    ) -> None:
+        """Replace everything with these (kind, id, document, metadata) rows, in Chroma's order."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM records")
+            db.executemany(
+                "INSERT OR REPLACE INTO records (kind, id, document, meta, long) VALUES (?, ?, ?, ?, ?)",
+                ((kind, pid, doc, *_pack(meta)) for kind, pid, doc, meta in rows),
+            )
+            self.set_stamp(stamp)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        finally:
+            self._changed()
+
+    # -- reading, as Collection.get ----------------------------------------------
+
+    def count(self, kind: int) -> int:
+        return int(self.db.execute("SELECT count(*) FROM records WHERE kind = ?", (kind,)).fetchone()[0])
+
+    def get(
+        self,
+        kind: int,
+        ids: Sequence[str] | None = None,
+        where: dict[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        include: Sequence[str] = ("metadatas", "documents"),
+    ) -> dict[str, Any]:
+        """What `Collection.get` returns for these arguments (no embeddings)."""
+        full = "metadatas" in include
+        columns = "n, id, document, meta, long" if full else "n, id, document, meta, NULL"
+        if ids is not None:
+            unique = list(dict.fromkeys(ids))
+            if len(unique) != len(ids):
+                duplicate = next(i for i in ids if ids.count(i) > 1)
+                raise ValueError(f"Expected IDs to be unique, found duplicates of: {duplicate} in get.")
+            found: list[tuple[int, str, str | None, bytes | None, bytes | None]] = []
+            for start in range(0, len(unique), 500):
+                chunk = unique[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                found.extend(
+                    self.db.execute(
+                        f"SELECT {columns} FROM records WHERE kind = ? AND id IN ({marks})", (kind, *chunk)
+                    )
+                )
+            found.sort(key=lambda r: r[0])
+            rows = [(pid, doc, _unpack(meta, long)) for _, pid, doc, meta, long in found]
+            if where is not None:
+                test = matcher(where)
+                rows = [r for r in rows if test(r[2] or {})]
+            rows = rows[offset or 0 :]
+            if limit is not None:
+                rows = rows[:limit]
+        elif where is not None:
+            numbers = self._matching(kind, where)[offset or 0 :]
+            if limit is not None:
+                numbers = numbers[:limit]
+            rows = []
+            for start in range(0, len(numbers), 500):
+                picks = numbers[start : start + 500]
+                marks = ",".join("?" * len(picks))
+                chosen = self.db.execute(
+                    f"SELECT {columns} FROM records WHERE n IN ({marks}) ORDER BY n", picks
+                )
+                rows.extend((pid, doc, _unpack(meta, long)) for _, pid, doc, meta, long in chosen)
+        else:
+            # Pages read one after another continue from the last row of the one before (an
+            # OFFSET steps over every row before it: reading a store page by page would be
+            # quadratic).
+            after = self._pages.get((kind, offset or 0, self._version))
+            if after is not None:
+                query = f"SELECT {columns} FROM records WHERE kind = ? AND n > ? ORDER BY n LIMIT ?"
+                cursor = self.db.execute(query, (kind, after, -1 if limit is None else limit))
+            else:
+                query = f"SELECT {columns} FROM records WHERE kind = ? ORDER BY n LIMIT ? OFFSET ?"
+                cursor = self.db.execute(query, (kind, -1 if limit is None else limit, offset or 0))
+            picked: list[Any] = cursor.fetchall()
+            if picked:
+                self._pages = {(kind, (offset or 0) + len(picked), self._version): picked[-1][0]}
+            rows = [(pid, doc, _unpack(meta, long)) for _, pid, doc, meta, long in picked]
+        return {
+            "ids": [r[0] for r in rows],
+            "documents": [r[1] for r in rows] if "documents" in include else None,
+            "metadatas": [r[2] for r in rows] if "metadatas" in include else None,
+            "embeddings": None,
+            "included": list(include),
+        }
+
+    def _matching(self, kind: int, where: dict[str, Any]) -> list[int]:
+        """The rows (in order) whose metadata match `where`: scanned once, then kept for the
+        pages that follow (until the mirror changes)."""
+        key = (kind, repr(where), self._version)
+        if key not in self._matches:
+            test = matcher(where)
+            self._matches[key] = [
+                n
+                for n, meta in self.db.execute(
+                    "SELECT n, meta FROM records WHERE kind = ? ORDER BY n", (kind,)
+                )
+                if test(marshal.loads(meta) if meta is not None else {})
+            ]
+        return self._matches[key]
+
+    # -- writing, as Chroma does -------------------------------------------------
+
+    def apply(
+        self,
+        kind: int,
+        op: str,
+        ids: Sequence[str],
+        metadatas: Sequence[dict[str, Any] | None] | None = None,
+        documents: Sequence[str | None] | None = None,
+        stamp: Stamp | None = None,
+    ) -> None:
+        """Make the change Chroma made (`add`, `update`, `upsert` or `delete`) and record the
+        store's state after it."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if op == "delete":
+                db.executemany("DELETE FROM records WHERE kind = ? AND id = ?", ((kind, i) for i in ids))
+            else:
+                for i, pid in enumerate(ids):
+                    patch = metadatas[i] if metadatas is not None else None
+                    document = documents[i] if documents is not None else None
+                    self._put(kind, op, pid, patch, document, documents is not None)
+            self.set_stamp(stamp)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        finally:
+            self._changed()
+
+    def _put(
+        self, kind: int, op: str, pid: str, patch: dict[str, Any] | None, document: str | None, has_doc: bool
+    ) -> None:
+        row = self.db.execute(
+            "SELECT n, document, meta, long FROM records WHERE kind = ? AND id = ?", (kind, pid)
+        ).fetchone()
+        if row is None:
+            if op == "update":
+                return  # Chroma ignores an update of a record it does not have
+            meta = {k: v for k, v in (patch or {}).items() if v is not None} or None
+            self.db.execute(
+                "INSERT INTO records (kind, id, document, meta, long) VALUES (?, ?, ?, ?, ?)",
+                (kind, pid, document, *_pack(meta)),
+            )
+            return
+        if op == "add":
+            return  # Chroma keeps the record it has
+        n, old_document, short, long = row
+        meta = _unpack(short, long) or {}
+        for key, value in (patch or {}).items():
+            if value is None:
+                meta.pop(key, None)
+            else:
+                meta[key] = value
+        self.db.execute(
+            "UPDATE records SET document = ?, meta = ?, long = ? WHERE n = ?",
+            (document if has_doc else old_document, *_pack(meta or None), n),
+        )
+
+
+# -- Chroma's `where`, evaluated on a record's metadata ----------------------------
+
+
+def matcher(where: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+    """A test of a record's metadata that agrees with Chroma's `where` filter."""
+    tests = [_clause(key, value) for key, value in where.items()]
+    return lambda meta: all(t(meta) for t in tests)
+
+
+def _clause(key: str, value: Any) -> Callable[[dict[str, Any]], bool]:
+    if key == "$and":
+        parts = [matcher(w) for w in value]
+        return lambda meta: all(p(meta) for p in parts)
+    if key == "$or":
+        parts = [matcher(w) for w in value]
+        return lambda meta: any(p(meta) for p in parts)
+    if isinstance(value, dict):
+        tests = [_operator(key, op, operand) for op, operand in value.items()]
+        return lambda meta: all(t(meta) for t in tests)
+    return _operator(key, "$eq", value)
+
+
+_MISSING = object()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as Chroma compares: a boolean equals only a boolean; an int may equal a float."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, str) != isinstance(b, str):
+        return False
+    return bool(a == b)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _operator(key: str, op: str, operand: Any) -> Callable[[dict[str, Any]], bool]:
+    def get(meta: dict[str, Any]) -> Any:
+        return meta.get(key, _MISSING)
+
+    if op == "$eq":
+        return lambda meta: _scalar_or_member(get(meta), operand)
+    if op == "$ne":
+        return lambda meta: (v := get(meta)) is _MISSING or not _scalar_or_member(v, operand)
+    if op == "$in":
+        return lambda meta: any(_scalar_or_member(get(meta), o) for o in operand)
+    if op == "$nin":
+        return lambda meta: (v := get(meta)) is _MISSING or not any(_scalar_or_member(v, o) for o in operand)
+    if op == "$contains":
+        return lambda meta: isinstance(v := get(meta), list) and any(_same(x, operand) for x in v)
+    if op == "$not_contains":
+        return lambda meta: not (isinstance(v := get(meta), list) and any(_same(x, operand) for x in v))
+    compare = {
+        "$gt": lambda a, b: a > b,
+        "$gte": lambda a, b: a >= b,
+        "$lt": lambda a, b: a < b,
+        "$lte": lambda a, b: a <= b,
+    }.get(op)
+    if compare is None:
+        raise ValueError(f"the mirror does not evaluate {op!r}")
+    return lambda meta: _number(v := get(meta)) and _number(operand) and bool(compare(v, operand))
+
+
+def _scalar_or_member(value: Any, operand: Any) -> bool:
+    if value is _MISSING:
+        return False
+    if isinstance(value, list):  # Chroma 1.5 matches a list value by its members
+        return any(_same(x, operand) for x in value)
+    return _same(value, operand)

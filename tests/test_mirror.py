@@ -1,0 +1,211 @@
+"""The store's mirror and its queue of small writes: commands of the daily loop read and make
+small writes without opening Chroma, and never see or leave a state Chroma would not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import chromadb
+import pytest
+
+from assistant.config import load_settings
+from assistant.models import Decision, Paper, Status
+from assistant.store import Store
+from assistant.store.mirror import META, PAPERS, Mirror, matcher
+from conftest import sample_records
+
+CHROMA_SETTINGS = chromadb.config.Settings(anonymized_telemetry=False)
+
+RECORDS: list[dict[str, Any]] = [
+    {"k": 1, "s": "q", "l": ["u", "v"], "b": True, "relevance": 7.5, "status": "accepted"},
+    {"k": 2.5, "status": "new", "starred": True},
+    {"s": "r", "b": False, "relevance": 0.0, "status": "rejected", "l": ["w"]},
+    {"k": 0, "relevance": -1.0, "status": "new"},
+]
+WHERES: list[dict[str, Any]] = [
+    {"s": {"$ne": "q"}},
+    {"b": True},
+    {"b": 1},
+    {"k": 1},
+    {"k": {"$gte": 1}},
+    {"k": {"$gt": 2}},
+    {"k": {"$in": [1.0, 0.0]}},
+    {"s": {"$nin": ["q"]}},
+    {"l": {"$contains": "u"}},
+    {"relevance": {"$gte": 0}},
+    {"relevance": {"$gte": 0.0}},
+    {"starred": True},
+    {"status": {"$in": ["accepted", "rejected"]}},
+    {"$or": [{"status": "accepted"}, {"starred": True}]},
+    {"$and": [{"relevance": {"$gte": 0.0}}, {"status": {"$ne": "new"}}]},
+    {"$or": [{"status": {"$ne": "new"}}, {"starred": True}]},
+]
+
+
+def test_the_mirror_filters_as_chroma_does(tmp_path: Path) -> None:
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"), settings=CHROMA_SETTINGS)
+    collection = client.get_or_create_collection("probe", embedding_function=None)
+    ids = [f"p{i}" for i in range(len(RECORDS))]
+    collection.add(ids=ids, embeddings=[[1.0, float(i)] for i in range(len(ids))], metadatas=RECORDS)  # type: ignore[arg-type]
+    mirror = Mirror(tmp_path / "mirror.sqlite3")
+    rows = [(PAPERS, pid, None, dict(meta)) for pid, meta in zip(ids, RECORDS, strict=True)]
+    mirror.rebuild(rows, (0, 0, "", "", 0, 0))
+    for where in WHERES:
+        assert mirror.get(PAPERS, where=where)["ids"] == collection.get(where=where)["ids"], where
+        assert [pid for pid, meta in zip(ids, RECORDS, strict=True) if matcher(where)(meta)] == mirror.get(
+            PAPERS, where=where
+        )["ids"]
+    # Updates merge keys and None removes one; an update of an unknown id is ignored; paging.
+    for target in (collection, None):
+        call: dict[str, Any] = {"ids": ["p0", "zz"], "metadatas": [{"k": None, "n": 3}, {"a": 1}]}
+        if target is None:
+            mirror.apply(PAPERS, "update", **call)
+        else:
+            target.update(**call)
+    assert mirror.get(PAPERS, ids=["p0"])["metadatas"] == collection.get(ids=["p0"])["metadatas"]
+    assert mirror.get(PAPERS, ids=["p3", "p0", "zz"])["ids"] == collection.get(ids=["p3", "p0", "zz"])["ids"]
+    page = {"limit": 2, "offset": 1, "include": []}
+    assert mirror.get(PAPERS, **page)["ids"] == collection.get(**page)["ids"]  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unique"):
+        mirror.get(PAPERS, ids=["p0", "p0"])
+
+
+def _store(tmp_path: Path, n: int = 6) -> tuple[Store, list[str]]:
+    store = Store.open(load_settings(store=tmp_path / "store"))
+    report = store.upsert_papers(
+        [Paper.create(title=str(r["title"]), abstract=str(r["abstract"])) for r in sample_records(n)]
+    )
+    return store, report.new
+
+
+def _run(tmp_path: Path, code: str) -> str:
+    """Python code run as its own process against the test's store; its output."""
+    script = (
+        f"import sys\nfrom assistant.config import load_settings\nfrom assistant.store import Store\n{code}"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "store")], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+OPEN = "store = Store.open(load_settings(store=sys.argv[1]))\n"
+
+
+def test_small_writes_are_queued_without_chroma_and_reach_it_in_order(tmp_path: Path) -> None:
+    _, ids = _store(tmp_path)
+    # A process that only decides: Chroma is neither imported nor opened; the write waits in the queue.
+    out = _run(
+        tmp_path,
+        OPEN + "from assistant.models import Status\n"
+        f"store.set_status([{ids[0]!r}], Status.ACCEPTED)\n"
+        f"store.set_memberships({{{ids[1]!r}: {{'later': True}}}})\n"
+        f"store.update_decision({ids[0]!r}, note='first')\n"
+        f"store.update_decision({ids[0]!r}, note='second')\n"
+        "store.put_named_record('list', {'name': 'later', 'description': 'd'})\n"
+        "print(store.connected, 'chromadb' in sys.modules, store.pending.waiting())",
+    )
+    assert out.split() == ["False", "False", "True"]
+    # Another process reading without Chroma sees every write, in order.
+    out = _run(
+        tmp_path,
+        OPEN + f"p = store.get({ids[0]!r}); q = store.get({ids[1]!r})\n"
+        "lists = sorted(store.named_records('list'))\n"
+        "print(p.decision.status.value, p.decision.note, q.decision.lists, lists, store.connected)",
+    )
+    assert out.split() == ["accepted", "second", "['later']", "['later']", "False"]
+    # Chroma, once opened (a search), has the queue applied and the queue is empty.
+    _run(tmp_path, OPEN + "store.search('language', k=2)\nassert not store.pending.waiting()")
+    client = chromadb.PersistentClient(path=str(tmp_path / "store"), settings=CHROMA_SETTINGS)
+    meta = client.get_collection("papers").get(ids=[ids[0]])["metadatas"][0]  # type: ignore[index]
+    assert meta["status"] == "accepted" and meta["note"] == "second"
+
+
+def test_a_write_by_another_program_makes_the_mirror_stale_and_it_is_rebuilt(tmp_path: Path) -> None:
+    store, ids = _store(tmp_path)
+    del store
+    client = chromadb.PersistentClient(path=str(tmp_path / "store"), settings=CHROMA_SETTINGS)
+    client.get_collection("papers").update(ids=[ids[2]], metadatas=[{"status": "rejected"}])
+    out = _run(tmp_path, OPEN + f"print(store.connected, store.get({ids[2]!r}).decision.status.value)")
+    assert out.split() == ["True", "rejected"]  # opened Chroma to rebuild the mirror
+    out = _run(tmp_path, OPEN + f"print(store.connected, store.get({ids[2]!r}).decision.status.value)")
+    assert out.split() == ["False", "rejected"]
+
+
+def test_a_queued_decision_and_a_later_direct_one_keep_their_order(tmp_path: Path) -> None:
+    _, ids = _store(tmp_path)
+    _run(
+        tmp_path,
+        OPEN + f"from assistant.models import Status\nstore.set_status([{ids[0]!r}], Status.REJECTED)",
+    )
+    # A process with Chroma open (an import) decides the same paper later: its write wins.
+    _run(
+        tmp_path,
+        OPEN + "from assistant.models import Status\nstore.search('x', k=1)\n"
+        f"store.set_status([{ids[0]!r}], Status.ACCEPTED)",
+    )
+    out = _run(tmp_path, OPEN + f"print(store.get({ids[0]!r}).decision.status.value)")
+    assert out.strip() == "accepted"
+
+
+def test_a_damaged_mirror_is_rebuilt_and_a_deleted_one_too(tmp_path: Path) -> None:
+    store, ids = _store(tmp_path)
+    store.set_decisions({ids[0]: Decision(status=Status.MAYBE, note="kept")})
+    path = store.mirror.path if store.mirror else None
+    assert path is not None and path.exists()
+    del store
+    path.write_bytes(b"not a database" * 100)
+    out = _run(tmp_path, OPEN + f"d = store.get({ids[0]!r}).decision; print(d.status.value, d.note)")
+    assert out.split() == ["maybe", "kept"]
+    path.unlink()
+    out = _run(tmp_path, OPEN + f"d = store.get({ids[0]!r}).decision; print(d.status.value, store.count())")
+    assert out.split() == ["maybe", "6"]
+
+
+def test_the_cli_marks_without_chroma(tmp_path: Path) -> None:
+    _store(tmp_path)
+    store_dir = str(tmp_path / "store")
+    listed = subprocess.run(
+        [sys.executable, "-m", "assistant", "--store", store_dir, "list", "create", "later"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr
+    first = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "assistant", "--store", store_dir, "export", "-f", "jsonl"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout.splitlines()[0]
+    )
+    pid = first["paper"]["id"] if "paper" in first else first["id"]
+    for args in (
+        ["mark", pid, "--accept"],
+        ["note", pid, "read on the train"],
+        ["list", "add", "later", pid],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "assistant", "--store", store_dir, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert not any(line.rstrip().endswith("| chromadb") for line in done.stderr.splitlines()), args
+    shown = subprocess.run(
+        [sys.executable, "-m", "assistant", "--store", store_dir, "list", "show", "later"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert pid in shown
+    assert META != PAPERS
