@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assistant import embedding
+from assistant import minilm
 from assistant.embedding import MiniLMEmbedder
 from assistant.errors import ConfigError
 
@@ -45,7 +45,7 @@ def test_registered_with_chroma_and_rebuilt_from_its_config() -> None:
 def test_a_corrupt_model_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bad = tmp_path / "model.onnx"
     bad.write_bytes(b"not a model")
-    monkeypatch.setattr(embedding, "model_file", lambda: (bad, "0" * 64))
+    monkeypatch.setattr(minilm, "model_file", lambda: (bad, "0" * 64))
     with pytest.raises(ConfigError, match="corrupt"):
         MiniLMEmbedder(max_tokens=77)(["x"])  # a size not loaded yet, so the file is read
 

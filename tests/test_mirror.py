@@ -52,7 +52,7 @@ def test_the_mirror_filters_as_chroma_does(tmp_path: Path) -> None:
     ids = [f"p{i}" for i in range(len(RECORDS))]
     collection.add(ids=ids, embeddings=[[1.0, float(i)] for i in range(len(ids))], metadatas=RECORDS)  # type: ignore[arg-type]
     mirror = Mirror(tmp_path / "mirror.sqlite3")
-    rows = [(PAPERS, pid, None, dict(meta)) for pid, meta in zip(ids, RECORDS, strict=True)]
+    rows = [(PAPERS, pid, None, dict(meta), None) for pid, meta in zip(ids, RECORDS, strict=True)]
     mirror.rebuild(rows, (0, 0, "", "", 0, 0))
     for where in WHERES:
         assert mirror.get(PAPERS, where=where)["ids"] == collection.get(where=where)["ids"], where
@@ -120,7 +120,7 @@ def test_small_writes_are_queued_without_chroma_and_reach_it_in_order(tmp_path: 
     )
     assert out.split() == ["accepted", "second", "['later']", "['later']", "False"]
     # Chroma, once opened (a search), has the queue applied and the queue is empty.
-    _run(tmp_path, OPEN + "store.search('language', k=2)\nassert not store.pending.waiting()")
+    _run(tmp_path, OPEN + "store.collection.peek(1)\nassert not store.pending.waiting()")
     client = chromadb.PersistentClient(path=str(tmp_path / "store"), settings=CHROMA_SETTINGS)
     meta = client.get_collection("papers").get(ids=[ids[0]])["metadatas"][0]  # type: ignore[index]
     assert meta["status"] == "accepted" and meta["note"] == "second"
@@ -146,7 +146,7 @@ def test_a_queued_decision_and_a_later_direct_one_keep_their_order(tmp_path: Pat
     # A process with Chroma open (an import) decides the same paper later: its write wins.
     _run(
         tmp_path,
-        OPEN + "from assistant.models import Status\nstore.search('x', k=1)\n"
+        OPEN + "from assistant.models import Status\nstore.collection.peek(1)\n"
         f"store.set_status([{ids[0]!r}], Status.ACCEPTED)",
     )
     out = _run(tmp_path, OPEN + f"print(store.get({ids[0]!r}).decision.status.value)")
@@ -209,3 +209,29 @@ def test_the_cli_marks_without_chroma(tmp_path: Path) -> None:
     ).stdout
     assert pid in shown
     assert META != PAPERS
+
+
+def test_search_reads_the_mirror_and_finds_what_chroma_finds(tmp_path: Path) -> None:
+    store, ids = _store(tmp_path, 12)
+    store.set_status(ids[:4], Status.ACCEPTED)
+    del store
+    code = (
+        OPEN + "hits = store.search('multilingual language models for African languages', k=5)\n"
+        "kept = store.search('language models', k=3, where={'status': 'accepted'})\n"
+        "print(store.connected, 'chromadb' in sys.modules)\n"
+        "print(' '.join(f'{h.item.paper.id}:{h.distance:.4f}' for h in hits))\n"
+        "print(' '.join(h.item.paper.id for h in kept))\n"
+        "print(' '.join(h.item.paper.id for h in store.neighbours(hits[0].item.paper.id, k=3)))"
+    )
+    lines = _run(tmp_path, code).splitlines()
+    assert lines[0].split() == ["False", "False"]
+    chroma = Store.open(load_settings(store=tmp_path / "store"))
+    chroma._connect()
+    chroma.mirror = None  # every read through Chroma now
+    expected = chroma.search("multilingual language models for African languages", k=5)
+    got = [(pair.rsplit(":", 1)[0], float(pair.rsplit(":", 1)[1])) for pair in lines[1].split()]
+    assert [pid for pid, _ in got] == [h.item.paper.id for h in expected]
+    assert all(abs(d - h.distance) < 1e-3 for (_, d), h in zip(got, expected, strict=True))
+    accepted = chroma.search("language models", k=3, where={"status": "accepted"})
+    assert lines[2].split() == [h.item.paper.id for h in accepted] and set(lines[2].split()) <= set(ids[:4])
+    assert lines[3].split() == [h.item.paper.id for h in chroma.neighbours(got[0][0], k=3)]

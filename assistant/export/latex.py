@@ -233,9 +233,22 @@ def _escape_braces(text: str) -> str:
     return "".join(out)
 
 
+def _unchanged(encoder: UnicodeToLatexEncoder) -> frozenset[str]:
+    """The ASCII characters an encoder writes as themselves. Its rules map one character at a
+    time, so a text of only these is its own encoding (the encoder, a few microseconds a
+    character, is most of writing a .bib)."""
+    return frozenset(ch for ch in map(chr, range(0x80)) if encoder.unicode_to_latex(ch) == ch)
+
+
+_SAME = {True: _unchanged(_UTF8), False: _unchanged(_ASCII)}
+
+
 def _encode_text(text: str, utf8: bool) -> str:
     text = _escape_braces(_strip_combining(re.sub(r"[\x00-\x03]", "", text)))
-    encoded = str((_UTF8 if utf8 else _ASCII).unicode_to_latex(text))
+    if _SAME[utf8].issuperset(text):
+        encoded = text
+    else:
+        encoded = str((_UTF8 if utf8 else _ASCII).unicode_to_latex(text))
     encoded = encoded.replace("\x00", "\\{").replace("\x01", "\\}")
     encoded = encoded.replace("\x02", "\\textbraceleft{}").replace("\x03", "\\textbraceright{}")
     return _LIGATURE.sub(r"\1{}", encoded)

@@ -39,7 +39,7 @@ from assistant.errors import (
     read_only,
     store_gone,
 )
-from assistant.store.mirror import META, PAPERS, Mirror, Stamp, chroma_state, mirror_path
+from assistant.store.mirror import META, PAPERS, Mirror, Row, Stamp, chroma_state, mirror_path
 from assistant.store.pending import Pending
 
 if TYPE_CHECKING:
@@ -98,9 +98,11 @@ class _Routed:
         **rest: Any,
     ) -> Any:
         store = self._store
-        if not rest and "embeddings" not in include and store._mirror_serves():
+        if not rest and store._mirror_serves():
             assert store.mirror is not None
-            return store.mirror.get(self._kind, ids, where, limit, offset, include)
+            found = store.mirror.get(self._kind, ids, where, limit, offset, include)
+            if found is not None:
+                return found
         arguments: dict[str, Any] = {
             "ids": ids,
             "where": where,
@@ -319,16 +321,19 @@ class Connection:
         before = self.stamp()
         if mirror is None or before is None:
             return
-        rows: list[tuple[int, str, str | None, dict[str, Any] | None]] = []
+        rows: list[Row] = []
         for kind in (PAPERS, META):
             offset = 0
+            include: list[Any] = ["documents", "metadatas"] + (["embeddings"] if kind == PAPERS else [])
             while True:
-                res = self._chroma(kind).get(limit=BATCH, offset=offset, include=["documents", "metadatas"])
+                res = self._chroma(kind).get(limit=BATCH, offset=offset, include=include)
                 empty: list[Any] = [None] * len(res["ids"])
                 docs: list[Any] = list(res["documents"] or empty)
                 metas: list[Any] = list(res["metadatas"] or empty)
-                for pid, doc, meta in zip(res["ids"], docs, metas, strict=True):
-                    rows.append((kind, pid, doc, dict(meta) if meta else None))
+                found: Any = res.get("embeddings")
+                vectors: list[Any] = empty if found is None else list(found)
+                for pid, doc, meta, vec in zip(res["ids"], docs, metas, vectors, strict=True):
+                    rows.append((kind, pid, doc, dict(meta) if meta else None, _vector_bytes(vec)))
                 if len(res["ids"]) < BATCH:
                     break
                 offset += BATCH
@@ -377,6 +382,10 @@ class Connection:
             current = before is not None and self.mirror is not None and self.mirror.stamp() == before
             result = getattr(chroma, op)(**call)
             if current and self.mirror is not None:
+                embeddings = call.get("embeddings")
+                vectors = (
+                    None if embeddings is None or kind == META else [_vector_bytes(v) for v in embeddings]
+                )
                 try:
                     self.mirror.apply(
                         kind,
@@ -385,6 +394,7 @@ class Connection:
                         _listed(metadatas, len(ids)),
                         _listed(documents, len(ids)),
                         self.stamp(),
+                        vectors,
                     )
                 except (sqlite3.Error, OSError):
                     self._drop_mirror()
@@ -476,6 +486,15 @@ class Connection:
                     yield
                 finally:
                     self._holding = False
+
+
+def _vector_bytes(vector: Any) -> bytes | None:
+    """A vector as the mirror keeps it: little-endian float32 bytes."""
+    if vector is None or not len(vector):
+        return None
+    import numpy as np
+
+    return np.asarray(vector, dtype="<f4").tobytes()
 
 
 def _listed(values: Any, n: int) -> list[Any] | None:

@@ -2,7 +2,7 @@
 commands of the daily loop read them without Chroma (importing it alone costs half a second of
 CPU, opening it and reading 10,000 papers through it seconds more).
 
-The mirror is derived state. It holds each record's id, document and metadata, for both
+The mirror is derived state. It holds each record's id, document, metadata and vector, for both
 collections, in the order Chroma keeps them, and says which state of the store it reflects:
 Chroma's database file (device, inode), the two collections' ids, the last write its metadata
 segments applied (from Chroma's own tables, read with sqlite3 in a millisecond), and the last
@@ -11,9 +11,10 @@ project goes through the store's writer lock and brings the mirror along when it
 so it stays current; a write by anything else (another version, another tool) leaves it stale,
 and the next command rebuilds it from Chroma. Deleting it costs one rebuild.
 
-`get` answers as `Collection.get` does, for what the mirror holds (no vectors): the same
-records, order and `where` semantics (`$ne` and `$nin` match a record without the key; a
-boolean matches only a boolean).
+`get` answers as `Collection.get` does: the same records, order and `where` semantics (`$ne`
+and `$nin` match a record without the key; a boolean matches only a boolean); `nearest` finds
+the papers nearest in meaning to a vector by exact cosine distance (Chroma's index is an
+approximation of it).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from assistant.cache import cache_file
 
-VERSION = 2
+VERSION = 3
 PAPERS, META = 0, 1  # the two collections
 # Metadata keys kept apart from the rest: long texts no `where` looks at, so that a filter reads
 # only the short keys.
@@ -36,6 +37,8 @@ LONG_KEYS = frozenset({"assessment", "merges", "extra", "biblio", "failed_reason
 # What the mirror reflects: Chroma's database (device, inode), the two collections' ids, the last
 # write its metadata segments applied, and the last write queued in the store's pending writes.
 Stamp = tuple[int, int, str, str, int, int]
+# A record as the mirror is built from: kind, id, document, metadata, vector (float32 bytes).
+Row = tuple[int, str, str | None, dict[str, Any] | None, bytes | None]
 ChromaState = tuple[int, int, str, str, int]
 
 
@@ -108,6 +111,7 @@ class Mirror:
             db.executescript(
                 "CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, kind INTEGER NOT NULL, "
                 "id TEXT NOT NULL, document TEXT, meta BLOB, long BLOB, UNIQUE (kind, id));"
+                "CREATE TABLE IF NOT EXISTS vectors (n INTEGER PRIMARY KEY, vector BLOB NOT NULL);"
                 "CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value BLOB);"
             )
             self._db = db
@@ -145,18 +149,21 @@ class Mirror:
         self._version += 1
         self._matches.clear()
 
-    def rebuild(
-        self, rows: Iterable[tuple[int, str, str | None, dict[str, Any] | None]], stamp: Stamp
-    ) -> None:
-        """Replace everything with these (kind, id, document, metadata) rows, in Chroma's order."""
+    def rebuild(self, rows: Iterable[Row], stamp: Stamp) -> None:
+        """Replace everything with these (kind, id, document, metadata, vector) rows, in
+        Chroma's order."""
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
             db.execute("DELETE FROM records")
-            db.executemany(
-                "INSERT OR REPLACE INTO records (kind, id, document, meta, long) VALUES (?, ?, ?, ?, ?)",
-                ((kind, pid, doc, *_pack(meta)) for kind, pid, doc, meta in rows),
-            )
+            db.execute("DELETE FROM vectors")
+            for kind, pid, doc, meta, vector in rows:
+                n = db.execute(
+                    "INSERT OR REPLACE INTO records (kind, id, document, meta, long) VALUES (?, ?, ?, ?, ?)",
+                    (kind, pid, doc, *_pack(meta)),
+                ).lastrowid
+                if vector is not None:
+                    db.execute("INSERT OR REPLACE INTO vectors (n, vector) VALUES (?, ?)", (n, vector))
             self.set_stamp(stamp)
             db.execute("COMMIT")
         except BaseException:
@@ -178,8 +185,9 @@ class Mirror:
         limit: int | None = None,
         offset: int | None = None,
         include: Sequence[str] = ("metadatas", "documents"),
-    ) -> dict[str, Any]:
-        """What `Collection.get` returns for these arguments (no embeddings)."""
+    ) -> dict[str, Any] | None:
+        """What `Collection.get` returns for these arguments; None when vectors are asked for
+        and the mirror lacks one."""
         full = "metadatas" in include
         columns = "n, id, document, meta, long" if full else "n, id, document, meta, NULL"
         if ids is not None:
@@ -231,13 +239,68 @@ class Mirror:
             if picked:
                 self._pages = {(kind, (offset or 0) + len(picked), self._version): picked[-1][0]}
             rows = [(pid, doc, _unpack(meta, long)) for _, pid, doc, meta, long in picked]
+        vectors = None
+        if "embeddings" in include:
+            vectors = self._vectors(kind, [r[0] for r in rows])
+            if vectors is None:
+                return None
         return {
             "ids": [r[0] for r in rows],
             "documents": [r[1] for r in rows] if "documents" in include else None,
             "metadatas": [r[2] for r in rows] if "metadatas" in include else None,
-            "embeddings": None,
+            "embeddings": vectors,
             "included": list(include),
         }
+
+    def _vectors(self, kind: int, ids: list[str]) -> list[Any] | None:
+        """The vectors of these records, in order; None if the mirror lacks one."""
+        import numpy as np
+
+        found: dict[str, bytes] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                self.db.execute(
+                    f"SELECT r.id, v.vector FROM records r JOIN vectors v ON v.n = r.n "
+                    f"WHERE r.kind = ? AND r.id IN ({marks})",
+                    (kind, *chunk),
+                )
+            )
+        if len(found) != len(ids):
+            return None
+        return [np.frombuffer(found[i], dtype="<f4") for i in ids]
+
+    def nearest(
+        self, kind: int, query: Any, k: int, where: dict[str, Any] | None = None
+    ) -> list[tuple[str, float]] | None:
+        """The k records nearest to `query` by cosine distance (among those matching `where`),
+        nearest first, as (id, distance); None if the mirror lacks a vector."""
+        import numpy as np
+
+        numbers = self._matching(kind, where) if where is not None else None
+        rows = self.db.execute(
+            "SELECT r.n, r.id, v.vector FROM records r LEFT JOIN vectors v ON v.n = r.n "
+            "WHERE r.kind = ? ORDER BY r.n",
+            (kind,),
+        ).fetchall()
+        if numbers is not None:
+            wanted = set(numbers)
+            rows = [r for r in rows if r[0] in wanted]
+        if any(r[2] is None for r in rows):
+            return None
+        if not rows or k <= 0:
+            return []
+        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        q = np.asarray(query, dtype=np.float32).ravel()
+        if matrix.shape[1] != q.shape[0]:
+            return None
+        norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(q)) or 1.0)
+        distance = 1.0 - (matrix @ q) / np.where(norms > 0, norms, 1.0)
+        k = min(k, len(rows))
+        best = np.argpartition(distance, k - 1)[:k]
+        best = best[np.lexsort((best, distance[best]))]
+        return [(rows[i][1], float(distance[i])) for i in best]
 
     def _matching(self, kind: int, where: dict[str, Any]) -> list[int]:
         """The rows (in order) whose metadata match `where`: scanned once, then kept for the
@@ -264,6 +327,7 @@ class Mirror:
         metadatas: Sequence[dict[str, Any] | None] | None = None,
         documents: Sequence[str | None] | None = None,
         stamp: Stamp | None = None,
+        vectors: Sequence[bytes | None] | None = None,
     ) -> None:
         """Make the change Chroma made (`add`, `update`, `upsert` or `delete`) and record the
         store's state after it."""
@@ -271,12 +335,22 @@ class Mirror:
         db.execute("BEGIN IMMEDIATE")
         try:
             if op == "delete":
-                db.executemany("DELETE FROM records WHERE kind = ? AND id = ?", ((kind, i) for i in ids))
+                for pid in ids:
+                    row = db.execute(
+                        "SELECT n FROM records WHERE kind = ? AND id = ?", (kind, pid)
+                    ).fetchone()
+                    if row is not None:
+                        db.execute("DELETE FROM records WHERE n = ?", row)
+                        db.execute("DELETE FROM vectors WHERE n = ?", row)
             else:
                 for i, pid in enumerate(ids):
                     patch = metadatas[i] if metadatas is not None else None
                     document = documents[i] if documents is not None else None
-                    self._put(kind, op, pid, patch, document, documents is not None)
+                    n = self._put(kind, op, pid, patch, document, documents is not None)
+                    if n is not None and vectors is not None and vectors[i] is not None:
+                        db.execute(
+                            "INSERT OR REPLACE INTO vectors (n, vector) VALUES (?, ?)", (n, vectors[i])
+                        )
             self.set_stamp(stamp)
             db.execute("COMMIT")
         except BaseException:
@@ -287,21 +361,22 @@ class Mirror:
 
     def _put(
         self, kind: int, op: str, pid: str, patch: dict[str, Any] | None, document: str | None, has_doc: bool
-    ) -> None:
+    ) -> int | None:
+        """Write one record as Chroma does; its row number, or None when Chroma keeps it as it
+        is (an update of a record it does not have, an add of one it has)."""
         row = self.db.execute(
             "SELECT n, document, meta, long FROM records WHERE kind = ? AND id = ?", (kind, pid)
         ).fetchone()
         if row is None:
             if op == "update":
-                return  # Chroma ignores an update of a record it does not have
+                return None  # Chroma ignores an update of a record it does not have
             meta = {k: v for k, v in (patch or {}).items() if v is not None} or None
-            self.db.execute(
+            return self.db.execute(
                 "INSERT INTO records (kind, id, document, meta, long) VALUES (?, ?, ?, ?, ?)",
                 (kind, pid, document, *_pack(meta)),
-            )
-            return
+            ).lastrowid
         if op == "add":
-            return  # Chroma keeps the record it has
+            return None  # Chroma keeps the record it has
         n, old_document, short, long = row
         meta = _unpack(short, long) or {}
         for key, value in (patch or {}).items():
@@ -313,6 +388,7 @@ class Mirror:
             "UPDATE records SET document = ?, meta = ?, long = ? WHERE n = ?",
             (document if has_doc else old_document, *_pack(meta or None), n),
         )
+        return int(n)
 
 
 # -- Chroma's `where`, evaluated on a record's metadata ----------------------------

@@ -10,6 +10,7 @@ from typing import Any, cast
 from assistant.errors import StoreError
 from assistant.models import Paper, Status, StoredPaper, normalize_title
 from assistant.store.connection import Connection
+from assistant.store.mirror import PAPERS
 from assistant.store.schema import Where, _paper_from, _stored_from, title_keys
 
 PAGE_SIZE = 1000
@@ -220,6 +221,10 @@ class Reads(Connection):
         total = self.count()
         if total == 0:
             return []
+        if self._mirror_serves():
+            found = self._nearest(self.query_vector(text), k, where)
+            if found is not None:
+                return found
         return _hits(
             self.collection.query(
                 query_texts=[text],
@@ -234,14 +239,35 @@ class Reads(Connection):
         vectors = self.embeddings([paper_id])
         if paper_id not in vectors:
             raise StoreError(f"no paper with id {paper_id!r} in the store")
-        hits = _hits(
-            self.collection.query(
-                query_embeddings=[vectors[paper_id]],  # type: ignore[arg-type]
-                n_results=min(k + 1, self.count()),
-                include=["documents", "metadatas", "distances"],
+        hits = self._nearest(vectors[paper_id], k + 1) if self._mirror_serves() else None
+        if hits is None:
+            hits = _hits(
+                self.collection.query(
+                    query_embeddings=[vectors[paper_id]],  # type: ignore[arg-type]
+                    n_results=min(k + 1, self.count()),
+                    include=["documents", "metadatas", "distances"],
+                )
             )
-        )
         return [h for h in hits if h.item.paper.id != paper_id][:k]
+
+    def query_vector(self, text: str) -> Any:
+        """The store's embedder's vector of `text`. The bundled model is run without loading
+        Chroma when the store's embedder was not made yet (a search read from the mirror)."""
+        if self._embedder is None and self.settings.embedder in ("minilm-int8", "minilm", "default"):
+            from assistant.minilm import embed
+
+            return embed([text])[0]
+        return self.embedder([text])[0]
+
+    def _nearest(self, vector: Any, k: int, where: Where | None = None) -> list[SearchHit] | None:
+        """The k papers nearest to a vector, by exact cosine distance over the mirror's vectors
+        (None when the mirror cannot answer)."""
+        assert self.mirror is not None
+        found = self.mirror.nearest(PAPERS, vector, k, where)
+        if found is None:
+            return None
+        items = {s.paper.id: s for s in self.get_many([pid for pid, _ in found])}
+        return [SearchHit(items[pid], distance) for pid, distance in found if pid in items]
 
     # -- counting --------------------------------------------------------------
 
