@@ -66,6 +66,7 @@ def stats() -> None:
     key = _assessment_key()
     rows = readcache.load(settings, "stats", key) if settings.store_exists else None
     if rows is None:
+        state.store  # noqa: B018 - opened first: opening may bring its mirror up to date
         before = readcache.signature(settings)
         rows = _store_counts(key is not None)
         readcache.save(settings, "stats", key, rows, before)
