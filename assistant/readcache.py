@@ -29,10 +29,9 @@ from assistant.cache import cache_file, read_pickle, write_pickle
 
 if TYPE_CHECKING:
     from assistant.config import Settings
-    from assistant.models import StoredPaper
     from assistant.personal import Ranking
 
-VERSION = 4
+VERSION = 5
 
 Signature = tuple[int, int, str, str, int, int]
 
@@ -175,10 +174,11 @@ class RankSummary:
 
 @dataclass
 class RankedQueue:
-    """Every assessed paper, with the personal ranking's view of them (what `ranked` orders)
-    and the notes its training left."""
+    """Every assessed paper as the queue orders it: (id, status, relevance, day), with the
+    personal ranking's view of them and the notes its training left. The papers themselves are
+    read from the store for the rows shown."""
 
-    items: list[StoredPaper]
+    entries: list[tuple[str, str, float, int | None]]
     ranking: RankSummary | None
     notes: list[str]
     unassessed: int = 0  # papers in the store with no assessment (not in the queue)

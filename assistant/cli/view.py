@@ -152,13 +152,23 @@ def assessed_queue() -> RankedQueue:
         for note in queue.notes:
             err_console.print(f"[dim]note: {escape(note)}[/dim]")
         return queue
+    from assistant.index import Row
+
     store = state.store
     before = readcache.signature(settings)
-    items = [i for i in store.iter_all() if i.assessment]
     personal = state.personal(with_estimate=True)
-    summary = readcache.RankSummary.of(personal.ranking, (i.paper.id for i in items)) if personal else None
+    rows = (
+        personal.rows
+        if personal is not None
+        else {pid: Row.from_metadata(pid, meta) for pid, meta in store.iter_metadata()}
+    )
+    assessed = [r for r in rows.values() if r.relevance is not None]
+    summary = readcache.RankSummary.of(personal.ranking, (r.id for r in assessed)) if personal else None
     queue = readcache.RankedQueue(
-        items, summary, personal.notes if personal else [], store.count() - len(items)
+        [(r.id, r.status.value, float(r.relevance or 0.0), r.day) for r in assessed],
+        summary,
+        personal.notes if personal else [],
+        len(rows) - len(assessed),
     )
     if personal is not None:  # not when the model failed: the next read tries again
         # The ranking rests on the personal model's cached features too: deleting them is
@@ -180,25 +190,21 @@ def ranked_items(
     and disagreement orders cover the papers with no decision yet."""
     queue = queue or assessed_queue()
     ranking = queue.ranking
-    items = [i for i in queue.items if not statuses or i.decision.status in statuses]
-
-    def relevance(i: StoredPaper) -> float:
-        return i.assessment.relevance if i.assessment else 0.0
-
+    wanted = {s.value for s in statuses} if statuses else None
+    entries = [e for e in queue.entries if wanted is None or e[1] in wanted]
     if ranking is None or sort is RankSort.RELEVANCE:
         if ranking is not None:
-            items.sort(
-                key=lambda i: queue_key(ranking.key(i.paper.id, relevance(i)), i.paper.day, i.paper.id)
-            )
+            entries.sort(key=lambda e: queue_key(ranking.key(e[0], e[2]), e[3], e[0]))
         else:
-            items.sort(key=lambda i: queue_key(relevance(i), i.paper.day, i.paper.id))
+            entries.sort(key=lambda e: queue_key(e[2], e[3], e[0]))
     else:
-        items = [i for i in items if i.decision.status is Status.NEW]
+        entries = [e for e in entries if e[1] == Status.NEW.value]
         if sort is RankSort.UNCERTAIN:
-            items.sort(key=lambda i: (ranking.uncertain(i.paper.id), -relevance(i)))
+            entries.sort(key=lambda e: (ranking.uncertain(e[0]), -e[2]))
         else:
-            items.sort(key=lambda i: -abs(ranking.disagreement(i.paper.id)))
-    return (items[:top] if top else items), ranking
+            entries.sort(key=lambda e: -abs(ranking.disagreement(e[0])))
+    chosen = [e[0] for e in (entries[:top] if top else entries)]
+    return state.store.get_many(chosen), ranking
 
 
 SORT_TITLES = {
@@ -264,7 +270,7 @@ def ranked(
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
     if not items:
-        if not queue.items:
+        if not queue.entries:
             console.print("No assessed papers yet: run 'triage tag'.")
         else:
             which = ", ".join(s.value for s in statuses) if statuses else "any"
