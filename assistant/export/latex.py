@@ -204,12 +204,16 @@ def math_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _strip_combining(text: str) -> str:
+    if text.isascii():  # nothing to compose or strip (most titles and abstracts)
+        return text
     text = unicodedata.normalize("NFC", text)
     return "".join(ch for ch in text if not unicodedata.combining(ch))
 
 
 def _escape_braces(text: str) -> str:
     """Literal braces as LaTeX: pairs as `\\{...\\}`, a lone one as `\\textbraceleft{}`."""
+    if "{" not in text and "}" not in text:
+        return text
     opened: list[int] = []
     lone: set[int] = set()
     for i, ch in enumerate(text):
