@@ -21,10 +21,10 @@ from conftest import sample_records
 CHROMA_SETTINGS = chromadb.config.Settings(anonymized_telemetry=False)
 
 RECORDS: list[dict[str, Any]] = [
-    {"k": 1, "s": "q", "l": ["u", "v"], "b": True, "relevance": 7.5, "status": "accepted"},
-    {"k": 2.5, "status": "new", "starred": True},
+    {"k": 1, "s": "q", "l": ["u", "v"], "b": True, "relevance": 7.5, "status": "accepted", "touched": 10.0},
+    {"k": 2.5, "status": "new", "starred": True, "touched": 3},
     {"s": "r", "b": False, "relevance": 0.0, "status": "rejected", "l": ["w"]},
-    {"k": 0, "relevance": -1.0, "status": "new"},
+    {"k": 0, "relevance": -1.0, "status": "new", "touched": 7.5},
 ]
 WHERES: list[dict[str, Any]] = [
     {"s": {"$ne": "q"}},
@@ -43,6 +43,8 @@ WHERES: list[dict[str, Any]] = [
     {"$or": [{"status": "accepted"}, {"starred": True}]},
     {"$and": [{"relevance": {"$gte": 0.0}}, {"status": {"$ne": "new"}}]},
     {"$or": [{"status": {"$ne": "new"}}, {"starred": True}]},
+    {"touched": {"$gt": 5.0}},
+    {"touched": {"$gt": 2.5}},
 ]
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from assistant.cache import cache_file
 
-VERSION = 3
+VERSION = 4
 PAPERS, META = 0, 1  # the two collections
 # Metadata keys kept apart from the rest: long texts no `where` looks at, so that a filter reads
 # only the short keys.
@@ -79,6 +79,22 @@ def _pack(meta: dict[str, Any] | None) -> tuple[bytes | None, bytes | None]:
     return marshal.dumps(short), marshal.dumps(long) if long else None
 
 
+def _touched(meta: dict[str, Any] | None) -> float | None:
+    """A record's `touched` stamp (when it was last written), kept in an indexed column."""
+    value = (meta or {}).get("touched")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _touched_after(where: dict[str, Any]) -> float | None:
+    """The stamp of a `{"touched": {"$gt": stamp}}` filter, which the index answers."""
+    clause = where.get("touched") if len(where) == 1 else None
+    if isinstance(clause, dict) and len(clause) == 1 and "$gt" in clause:
+        value = clause["$gt"]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
 def _unpack(short: bytes | None, long: bytes | None = None) -> dict[str, Any] | None:
     if short is None:
         return None
@@ -110,7 +126,8 @@ class Mirror:
             db.execute("PRAGMA synchronous = OFF")
             db.executescript(
                 "CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, kind INTEGER NOT NULL, "
-                "id TEXT NOT NULL, document TEXT, meta BLOB, long BLOB, UNIQUE (kind, id));"
+                "id TEXT NOT NULL, document TEXT, meta BLOB, long BLOB, touched REAL, UNIQUE (kind, id));"
+                "CREATE INDEX IF NOT EXISTS by_touch ON records (kind, touched);"
                 "CREATE TABLE IF NOT EXISTS vectors (n INTEGER PRIMARY KEY, vector BLOB NOT NULL);"
                 "CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value BLOB);"
             )
@@ -159,8 +176,9 @@ class Mirror:
             db.execute("DELETE FROM vectors")
             for kind, pid, doc, meta, vector in rows:
                 n = db.execute(
-                    "INSERT OR REPLACE INTO records (kind, id, document, meta, long) VALUES (?, ?, ?, ?, ?)",
-                    (kind, pid, doc, *_pack(meta)),
+                    "INSERT OR REPLACE INTO records (kind, id, document, meta, long, touched) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (kind, pid, doc, *_pack(meta), _touched(meta)),
                 ).lastrowid
                 if vector is not None:
                     db.execute("INSERT OR REPLACE INTO vectors (n, vector) VALUES (?, ?)", (n, vector))
@@ -306,6 +324,14 @@ class Mirror:
         """The rows (in order) whose metadata match `where`: scanned once, then kept for the
         pages that follow (until the mirror changes)."""
         key = (kind, repr(where), self._version)
+        since = _touched_after(where)
+        if key not in self._matches and since is not None:  # `changed_since`: by the index
+            self._matches[key] = [
+                n
+                for (n,) in self.db.execute(
+                    "SELECT n FROM records WHERE kind = ? AND touched > ? ORDER BY n", (kind, since)
+                )
+            ]
         if key not in self._matches:
             test = matcher(where)
             self._matches[key] = [
@@ -372,8 +398,8 @@ class Mirror:
                 return None  # Chroma ignores an update of a record it does not have
             meta = {k: v for k, v in (patch or {}).items() if v is not None} or None
             return self.db.execute(
-                "INSERT INTO records (kind, id, document, meta, long) VALUES (?, ?, ?, ?, ?)",
-                (kind, pid, document, *_pack(meta)),
+                "INSERT INTO records (kind, id, document, meta, long, touched) VALUES (?, ?, ?, ?, ?, ?)",
+                (kind, pid, document, *_pack(meta), _touched(meta)),
             ).lastrowid
         if op == "add":
             return None  # Chroma keeps the record it has
@@ -385,8 +411,8 @@ class Mirror:
             else:
                 meta[key] = value
         self.db.execute(
-            "UPDATE records SET document = ?, meta = ?, long = ? WHERE n = ?",
-            (document if has_doc else old_document, *_pack(meta or None), n),
+            "UPDATE records SET document = ?, meta = ?, long = ?, touched = ? WHERE n = ?",
+            (document if has_doc else old_document, *_pack(meta or None), _touched(meta), n),
         )
         return int(n)
 
