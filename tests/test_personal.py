@@ -165,15 +165,16 @@ def test_the_model_is_derived_state_rebuilt_from_the_store(demo: Path, isolated:
     files[0].write_bytes(bytes(data))
     damaged = store_ranking(open_store())
     assert any("could not be read" in n for n in damaged.notes)
-    np.testing.assert_allclose(damaged.ranking.blended, first.ranking.blended)
+    # Trained again from the kept weights: the same optimum, to the solver's tolerance.
+    np.testing.assert_allclose(damaged.ranking.blended, first.ranking.blended, atol=1e-4)
     files[0].write_bytes(b"not a pickle")
     again = store_ranking(open_store())
     assert any("could not be read" in n for n in again.notes)
     assert again.ranking.ids == first.ranking.ids
-    np.testing.assert_allclose(again.ranking.blended, first.ranking.blended)
+    np.testing.assert_allclose(again.ranking.blended, first.ranking.blended, atol=1e-4)
     files[0].unlink()
     rebuilt = store_ranking(open_store())
-    np.testing.assert_allclose(rebuilt.ranking.blended, first.ranking.blended)
+    np.testing.assert_allclose(rebuilt.ranking.blended, first.ranking.blended, atol=1e-4)
     # The command line says it in one line, without a traceback.
     files = list(cache.glob("*.pickle"))
     files[0].write_bytes(pickle.dumps({"version": 1, "location": "elsewhere"}))

@@ -1,20 +1,27 @@
 """The personal model: the queue learns from the researcher's decisions (see `model`).
 
 `store_ranking` is what the commands use: it reads every paper's index row from the store,
-brings the cached text features up to date, trains and ranks. The review UI keeps its own
-rows and features and calls `rank` after each decision.
+brings the cached text features up to date, trains and ranks. What the training made is kept
+beside the features (`state`): the same decisions are not trained again, and one more decision
+trains from the kept weights. Neither needs scikit-learn or scipy: only a paper whose text is
+new is read through the vectorizer. The review UI keeps its own rows and features and calls
+`rank` after each decision.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import gc
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from assistant.index import Row
-from assistant.personal.features import TextFeatures
+from assistant.personal.features import TextFeatures, cache_folder
 from assistant.personal.model import Fit
 from assistant.personal.ranking import Explanation, FeatureCache, PaperState, Ranking, rank
+from assistant.personal.rows import LazyRows, TopicMemo, paper_row
+from assistant.personal.state import Trained
 from assistant.store import Store
 
 __all__ = [
@@ -34,7 +41,7 @@ __all__ = [
 @dataclass
 class StoreRanking:
     ranking: Ranking
-    rows: dict[str, Row]
+    rows: Mapping[str, Row]  # built when first asked for
     notes: list[str] = field(default_factory=list)
 
 
@@ -45,7 +52,8 @@ def load_features(
     what fell back: an unreadable cache, papers without an embedding."""
     texts, note = TextFeatures.open(store, cache_dir)
     notes = [note] if note else []
-    if texts.refresh(store, on_progress):
+    texts.refresh(store, on_progress)
+    if texts.unsaved:
         try:
             texts.save(cache_dir)
         except OSError as exc:
@@ -59,6 +67,20 @@ def load_features(
     return texts, notes
 
 
+@contextmanager
+def _bulk() -> Iterator[None]:
+    """No cyclic garbage collection while a row per paper is made: nothing made here forms a
+    cycle, and with a store's worth of metadata alive each collection walks all of it (at 100k
+    papers, collections took more time than making the rows)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def store_ranking(
     store: Store,
     agenda_topics: Sequence[str] = (),
@@ -69,7 +91,20 @@ def store_ranking(
     """Rank every paper in the store with the personal model trained on its decisions (the
     same decisions give the same order, in every command and the review UI); `with_estimate`
     also estimates the relevant papers left."""
-    rows = {pid: Row.from_metadata(pid, meta) for pid, meta in store.iter_metadata()}
+    metadata = list(store.iter_metadata())
     texts, notes = load_features(store, cache_dir, on_progress)
-    ranking = rank(texts, list(rows.values()), agenda_topics, with_estimate=with_estimate)
-    return StoreRanking(ranking, rows, notes)
+    folder = cache_folder(texts.cache_path(cache_dir))
+    with _bulk():
+        memo = TopicMemo.load(folder)
+        papers = [paper_row(pid, meta, memo) for pid, meta in metadata]
+        memo.keep_only([p.id for p in papers])
+        saved = Trained.load(folder) or Trained(b"", None, None)
+        ranking = rank(texts, papers, agenda_topics, with_estimate=with_estimate, saved=saved)
+    try:
+        if ranking.trained is not None and ranking.trained is not saved:
+            ranking.trained.save(folder, saved)
+        if memo.changed:
+            memo.save(folder)
+    except OSError:
+        pass  # only caches: the next command trains (or reads) again
+    return StoreRanking(ranking, LazyRows(metadata), notes)

@@ -21,14 +21,17 @@ systematic reviews and checked on seven others and on the labelled sets (bench/R
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize, sparse
 
 from assistant.models import Status
-from assistant.personal.features import vectorizer
+from assistant.personal import lbfgs
+from assistant.personal.csr import CSR
+from assistant.personal.matrix import EMBEDDING_SCALE, TOPIC_SCALE, Block, Features, features
+
+__all__ = ["EMBEDDING_SCALE", "TOPIC_SCALE", "Features", "features"]
 
 # Label weights: a star counts more than an accept, a maybe is a weak positive.
 STAR_WEIGHT = 2.0
@@ -48,10 +51,15 @@ ENGINE_WEIGHT_SD = 0.5
 L2 = 1.0
 INTERCEPT_L2 = 1e-4
 MAX_ITERATIONS = 300
-# The embedding counts as much as a paper's words (both rows have unit length); the topic scores
-# (0..1) count as one more word each.
-EMBEDDING_SCALE = 1.0
-TOPIC_SCALE = 1.0
+# A problem this large (entries read per product) keeps the steep directions of its Hessian
+# (`lbfgs.Spectrum`) to start the next solve from. Finding them costs LANCZOS_STEPS products
+# (as much as a solve from scratch), so they are kept until the rows trained on have changed
+# by RELEARN_GROWTH and a solve from them takes more than RELEARN_AFTER evaluations: a few
+# more decisions change them little.
+LARGE_PROBLEM = 200_000
+RELEARN_GROWTH = 0.1
+RELEARN_AFTER = 20
+LANCZOS_STEPS = 150
 
 
 STATUS_CODE = {Status.NEW: 0, Status.ACCEPTED: 1, Status.REJECTED: 2, Status.MAYBE: 3}
@@ -110,33 +118,11 @@ class Labels:
         return Labels(y, w, seeded)
 
 
-def word_features(documents: Sequence[str]) -> sparse.csr_matrix:
+def word_features(documents: Sequence[str]) -> CSR:
     """TF-IDF of word 1-2 grams over these documents (rows L2-normalised)."""
-    return vectorizer().fit_transform(documents).tocsr()
+    from assistant.personal.features import vectorizer
 
-
-@dataclass(frozen=True)
-class Features:
-    """What the model sees of each paper: the TF-IDF of its words (the first `words` columns),
-    its embedding, and the engine's topic scores (0..1), scaled down."""
-
-    matrix: sparse.csr_matrix
-    words: int
-
-    def __len__(self) -> int:
-        return int(self.matrix.shape[0])
-
-
-def features(words: sparse.csr_matrix, vectors: np.ndarray, topics: np.ndarray) -> Features:
-    matrix = sparse.hstack(
-        [
-            words,
-            sparse.csr_matrix(EMBEDDING_SCALE * vectors.astype(np.float64)),
-            sparse.csr_matrix(TOPIC_SCALE * topics / 10.0),
-        ],
-        format="csr",
-    )
-    return Features(matrix, int(words.shape[1]))
+    return CSR.of(vectorizer().fit_transform(documents))
 
 
 @dataclass
@@ -147,6 +133,8 @@ class Model:
     engine_weight: float
     coef: np.ndarray
     words: int
+    # The steep directions of the objective at these weights: where the next solve starts.
+    spectrum: lbfgs.Spectrum | None = None
 
     @property
     def theta(self) -> np.ndarray:
@@ -154,8 +142,7 @@ class Model:
 
     def personal(self, X: Features, rows: np.ndarray | None = None) -> np.ndarray:
         """What the decisions add to each paper's log-odds beyond the engine (X @ coef)."""
-        m = X.matrix if rows is None else X.matrix[rows]
-        return np.asarray(m @ self.coef, dtype=np.float64).ravel()
+        return X.dot(self.coef, rows)
 
     def logit(self, X: Features, engine_z: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         e = engine_z if rows is None else engine_z[rows]
@@ -234,45 +221,68 @@ def train(
     rows: np.ndarray,
     presumed: np.ndarray,
     warm: Model | None = None,
+    learn: bool = False,
 ) -> Model:
     """The maximum a posteriori regression on these decisions and presumed negatives; `warm`
     is where the solver starts (one more decision moves the optimum little). The problem is
-    convex: where it starts changes only how long it takes."""
+    convex: where it starts changes only how long it takes. `learn`: keep the Hessian's steep
+    directions for the next solve when the problem is large."""
     index = np.concatenate([rows, presumed])
     y = np.concatenate([labels.y[rows], np.zeros(len(presumed), dtype=np.int8)]).astype(np.float64)
     w = np.concatenate([labels.weight[rows], np.full(len(presumed), BACKGROUND_WEIGHT)])
     positive = y == 1
     if positive.any() and (~positive).any():
         w[positive] *= max(1.0, POSITIVE_RATIO * w[~positive].sum() / w[positive].sum())
-    Xt = X.matrix[index]
-    XtT = Xt.T.tocsr()
+    block = X.block(index)
     e = engine_z[index]
 
     def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
         a, b, coef = theta[0], theta[1], theta[2:]
-        z = a + b * e + Xt @ coef
+        z = a + b * e + block.dot(coef)
         p = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow
         value = (
-            float(np.sum(w * (np.logaddexp(0.0, z) - y * z)))
-            + 0.5 * L2 * float(coef @ coef)
+            lbfgs.inner(w, np.logaddexp(0.0, z) - y * z)
+            + 0.5 * L2 * lbfgs.inner(coef, coef)
             + 0.5 * ((b - ENGINE_WEIGHT) / ENGINE_WEIGHT_SD) ** 2
             + 0.5 * INTERCEPT_L2 * a * a
         )
         r = w * (p - y)
         grad = np.empty_like(theta)
         grad[0] = r.sum() + INTERCEPT_L2 * a
-        grad[1] = r @ e + (b - ENGINE_WEIGHT) / ENGINE_WEIGHT_SD**2
-        grad[2:] = XtT @ r + L2 * coef
+        grad[1] = lbfgs.inner(r, e) + (b - ENGINE_WEIGHT) / ENGINE_WEIGHT_SD**2
+        grad[2:] = block.tdot(r) + L2 * coef
         return value, grad
 
-    width = X.matrix.shape[1]
-    if warm is not None and len(warm.coef) == width:
-        start = warm.theta
-    else:
-        start = np.concatenate([[0.0, ENGINE_WEIGHT], np.zeros(width)])
-    result = optimize.minimize(loss, start, jac=True, method="L-BFGS-B", options={"maxiter": MAX_ITERATIONS})
-    theta = np.asarray(result.x, dtype=np.float64)
-    return Model(float(theta[0]), float(theta[1]), theta[2:], X.words)
+    width = X.width
+    fits = warm is not None and len(warm.coef) == width
+    start = np.concatenate([[0.0, ENGINE_WEIGHT], np.zeros(width)])
+    spectrum = None
+    if warm is not None and fits:
+        start, spectrum = warm.theta, warm.spectrum
+    solution = lbfgs.minimize(loss, start, MAX_ITERATIONS, spectrum)
+    theta = solution.x
+    large = block.words.nnz + len(block) * block.vectors.shape[1] >= LARGE_PROBLEM
+    stale = spectrum is None or abs(len(block) - spectrum.learned_on) > RELEARN_GROWTH * spectrum.learned_on
+    if learn and large and (spectrum is None or (stale and solution.evaluations > RELEARN_AFTER)):
+        spectrum = lbfgs.spectrum(_hessian(block, e, w, theta), len(theta), LANCZOS_STEPS, flat=L2)
+        spectrum.learned_on = len(block)
+    return Model(float(theta[0]), float(theta[1]), theta[2:], X.words, spectrum if large else None)
+
+
+def _hessian(
+    block: Block, e: np.ndarray, w: np.ndarray, theta: np.ndarray
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The objective's Hessian at theta, as its product with a vector."""
+    z = theta[0] + theta[1] * e + block.dot(theta[2:])
+    p = 0.5 * (1.0 + np.tanh(0.5 * z))
+    curvature = w * p * (1.0 - p)
+    prior = np.concatenate([[INTERCEPT_L2, 1.0 / ENGINE_WEIGHT_SD**2], np.full(len(theta) - 2, L2)])
+
+    def product(v: np.ndarray) -> np.ndarray:
+        u = curvature * (v[0] + v[1] * e + block.dot(v[2:]))
+        return np.asarray(np.concatenate([[u.sum(), lbfgs.inner(u, e)], block.tdot(u)]) + prior * v)
+
+    return product
 
 
 def average_precision(scores: np.ndarray, relevant: np.ndarray, weight: np.ndarray | None = None) -> float:
@@ -294,9 +304,11 @@ def fit(
     ids: Sequence[str],
     previous: Fit | None = None,
     order: np.ndarray | None = None,
+    known: Model | None = None,
 ) -> Fit:
     """Train the model on every decision. `previous`, the last fit, is where training starts;
-    `order` is `stable_order(ids)` when already known."""
+    `order` is `stable_order(ids)` when already known; `known` is the model already trained on
+    exactly these inputs (kept from an earlier command): it is used as it is."""
     result = Fit(
         positives=labels.positives,
         negatives=labels.negatives,
@@ -311,10 +323,13 @@ def fit(
             else "no decisions yet: the engine ranks alone; the queue learns from your first accept"
         )
         return result
-    presumed = background(labels, stable_order(ids) if order is None else order)
-    decided = np.flatnonzero(labels.y >= 0)
-    warm = previous.model if previous is not None else None
-    result.model = train(X, result.engine_z(engine), labels, decided, presumed, warm)
+    if known is not None:
+        result.model = known
+    else:
+        presumed = background(labels, stable_order(ids) if order is None else order)
+        decided = np.flatnonzero(labels.y >= 0)
+        warm = previous.model if previous is not None else None
+        result.model = train(X, result.engine_z(engine), labels, decided, presumed, warm, learn=True)
     kinds = f"{labels.positives} accepted or starred, {labels.decided - labels.positives} other"
     result.note = (
         f"learned from {_decisions(labels.decided)} ({kinds}): the engine's relevance is one of the "

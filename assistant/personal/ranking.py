@@ -9,7 +9,6 @@ the queue index's rows (`assistant.index.Row`), which every command and the revi
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -22,17 +21,10 @@ from assistant.agenda import excludes
 from assistant.models import Status
 from assistant.personal.estimate import Estimate, estimate
 from assistant.personal.features import TextFeatures
-from assistant.personal.model import (
-    ENGINE_WEIGHT,
-    Features,
-    Fit,
-    Labels,
-    blend,
-    features,
-    fit,
-    scores,
-    stable_order,
-)
+from assistant.personal.lbfgs import Spectrum
+from assistant.personal.matrix import Features
+from assistant.personal.model import ENGINE_WEIGHT, Fit, Labels, Model, blend, fit, stable_order
+from assistant.personal.state import Trained, ids_digest, training_key
 
 NEAREST = 3
 WORDS = 4  # words named for and against a paper
@@ -127,19 +119,21 @@ class Ranking:
     fit: Fit
     titles: list[str]
     labels: Labels
-    vectors: np.ndarray
+    # What the model read of each paper (its embedding names the nearest decided papers).
+    features: Features
     # Papers still to decide (status new), the queue `ranked` prints: a paper among them is
     # placed among them (the labels count a starred new paper as decided; the queue does not).
     undecided: np.ndarray
     position: dict[str, int] = field(default_factory=dict)
-    # What the model read of each paper and the vocabulary's words, to name what moved one.
-    feature_rows: Features | None = None
+    # The vocabulary's words, to name what moved a paper.
     terms: Callable[[], Sequence[str]] | None = None
     # Each paper's date (yyyymmdd, 0 unknown): among equal scores the newer paper comes first,
     # then the id, in every view of the queue (`assistant.order.queue_key`).
     days: np.ndarray | None = None
     # Relevant papers left among the undecided ones (when asked for and measurable).
     estimate: Estimate | None = None
+    # What the training made of its inputs, to keep between commands (`assistant.personal.state`).
+    trained: Trained | None = None
 
     def __post_init__(self) -> None:
         self.position = {pid: i for i, pid in enumerate(self.ids)}
@@ -166,6 +160,11 @@ class Ranking:
     @property
     def personal(self) -> bool:
         return self.fit.personal
+
+    @property
+    def feature_rows(self) -> Features | None:
+        """What the model read of each paper, when there is a model."""
+        return self.features if self.fit.active else None
 
     def score(self, pid: str) -> float | None:
         """The score to show for a paper (0-10), None when it is not assessed or unknown."""
@@ -261,19 +260,17 @@ class Ranking:
         model, X = self.fit.model, self.feature_rows
         if not self.fit.active or model is None or X is None or self.terms is None:
             return {}
-        row = X.matrix[i, : X.words].tocsr()
+        indices, values = X.word_row(i)
         weights = model.word_weights()
         terms = self.terms()
-        if not row.nnz or len(weights) != row.shape[1] or len(terms) != row.shape[1]:
+        if not len(indices) or len(weights) != X.words or len(terms) != X.words:
             return {}
-        contribution = row.data * weights[row.indices]
+        contribution = values * weights[indices]
         order = np.argsort(-contribution)
 
         def named(picks: np.ndarray, sign: float) -> list[str]:
             # "post training" and "post" are one reason: name it once.
-            weighty = [
-                terms[row.indices[j]] for j in picks[: 3 * WORDS] if sign * contribution[j] > WORD_FLOOR
-            ]
+            weighty = [terms[indices[j]] for j in picks[: 3 * WORDS] if sign * contribution[j] > WORD_FLOOR]
             return distinct_terms(weighty)[:WORDS]
 
         return {"words_for": named(order, 1.0), "words_against": named(order[::-1], -1.0)}
@@ -281,9 +278,12 @@ class Ranking:
     def _nearest(self, i: int, group: np.ndarray, decision: str) -> list[Neighbour]:
         """The papers of `group` (accepted, or rejected) nearest in meaning to paper i."""
         group = group[group != i]
-        if not len(group) or not self.vectors.size or not self.vectors[i].any():
+        if not len(group) or not self.features.dims:
             return []
-        similar = self.vectors[group] @ self.vectors[i]
+        mine = self.features.vectors_of([i])[0]
+        if not mine.any():
+            return []
+        similar = np.einsum("ij,j->i", self.features.vectors_of(group), mine)
         k = min(NEAREST, len(group))
         best = np.argpartition(-similar, k - 1)[:k]
         best = best[np.argsort(-similar[best], kind="stable")]
@@ -340,30 +340,35 @@ def learns_from(names: Sequence[str]) -> list[bool]:
 
 def topic_scores(rows: Sequence[PaperState], names: Sequence[str]) -> np.ndarray:
     """Each paper's score on each named topic (papers x topics; 0 where it has none)."""
-    return np.array(
-        [[float((r.topics or {}).get(name, 0)) for name in names] for r in rows], dtype=np.float64
-    ).reshape(len(rows), len(names))
+    scores = [r.topics or {} for r in rows]
+    out = np.zeros((len(rows), len(names)))
+    for j, name in enumerate(names):
+        out[:, j] = [s.get(name, 0) for s in scores]
+    return out
 
 
 @dataclass
 class FeatureCache:
-    """The model's feature matrix from the last ranking: decisions do not change it, so a
-    retrain after a decision reuses it (building it is most of a retrain's cost)."""
+    """The model's features from the last ranking: decisions do not change them, so a retrain
+    after a decision reuses them."""
 
     key: tuple[int, int, int, bytes] | None = None
     X: Features | None = None
-    vectors: np.ndarray | None = None
-    order: np.ndarray | None = None  # stable_order of the ids
+    order: np.ndarray | None = None  # stable_order of the ids, once training asked for it
 
-    def get(self, texts: TextFeatures, ids: list[str], topics: np.ndarray) -> tuple[Features, np.ndarray]:
+    def get(self, texts: TextFeatures, ids: list[str], topics: np.ndarray) -> Features:
         digest = hashlib.blake2b(topics.tobytes(), digest_size=16)
         digest.update("\x1f".join(ids).encode("utf-8"))
         key = (id(texts), texts.version, len(ids), digest.digest())
-        if key != self.key or self.X is None or self.vectors is None:
-            words, vectors = texts.rows(ids)
-            self.X, self.vectors, self.key = features(words, vectors, topics), vectors, key
+        if key != self.key or self.X is None:
+            self.X = Features(texts.words, texts.vectors, topics, texts.positions(ids))
+            self.key, self.order = key, None
+        return self.X
+
+    def stable_order(self, ids: list[str]) -> np.ndarray:
+        if self.order is None:
             self.order = stable_order(ids)
-        return self.X, self.vectors
+        return self.order
 
 
 def rank(
@@ -373,9 +378,12 @@ def rank(
     previous: Fit | None = None,
     cache: FeatureCache | None = None,
     with_estimate: bool = False,
+    saved: Trained | None = None,
 ) -> Ranking:
     """Train on the decisions among `rows` and rank the assessed ones; `with_estimate` also
-    estimates how many relevant papers are left among those still to decide."""
+    estimates how many relevant papers are left among those still to decide. `saved`, a
+    training kept from an earlier command, is used as it is when its inputs are these, and is
+    where training starts otherwise; the ranking's `trained` is what to keep next."""
     ids = [r.id for r in rows]
     engine = np.array([r.relevance if r.relevance is not None else np.nan for r in rows], dtype=np.float64)
     assessed = np.isfinite(engine)
@@ -383,24 +391,57 @@ def rank(
     filled = np.where(assessed, engine, floor)
     _, topics = learned_topics(rows, agenda_topics)
     cache = cache or FeatureCache()
-    X, vectors = cache.get(texts, ids, topics)
+    X = cache.get(texts, ids, topics)
     labels = Labels.from_decisions(
         [r.status for r in rows], [r.starred for r in rows], [r.seed for r in rows]
     )
-    result = fit(X, filled, labels, ids, previous, cache.order)
-    model = scores(result, X)
+    papers = ids_digest(ids) if saved is not None else b""
+    key = training_key(texts.saved_generation, papers, filled, topics, labels) if saved is not None else b""
+    if saved is not None and saved.papers == papers and saved.order is not None and cache.order is None:
+        cache.order = saved.order  # the stable order of these papers, kept
+    kept = _model(saved, X) if saved is not None else None
+    hit = saved is not None and bool(key) and saved.key == key and (saved.theta is None or kept is not None)
+    if hit:
+        result = fit(X, filled, labels, ids, known=kept)
+    else:
+        start = previous if previous is not None and previous.model is not None else Fit(model=kept)
+        order = cache.stable_order(ids) if labels.positives else None
+        result = fit(X, filled, labels, ids, start, order)
+    if result.model is None:
+        model = None
+    elif hit and saved is not None and saved.scores is not None and len(saved.scores) == len(ids):
+        model = np.asarray(saved.scores)
+    else:
+        model = result.model.personal(X)
     blended = np.where(assessed, blend(result, filled, model), -np.inf)
     undecided = np.array([r.status is Status.NEW for r in rows], dtype=bool)
     uncertainty = chance = None
     left = None
-    if result.model is not None:
-        logit = result.model.logit(X, result.engine_z(filled))
+    estimated = False
+    if result.model is not None and model is not None:
+        logit = result.model.intercept + result.model.engine_weight * result.engine_z(filled) + model
         uncertainty = np.abs(logit)
         if with_estimate:
-            left = estimate(
-                X, filled, labels, ids, result, np.flatnonzero(undecided & assessed & (labels.y < 0))
-            )
+            estimated = True
+            if hit and saved is not None and saved.estimated:
+                left = saved.estimate
+            else:
+                candidates = np.flatnonzero(undecided & assessed & (labels.y < 0))
+                left = estimate(X, filled, labels, ids, result, candidates, order=cache.stable_order(ids))
             chance = left.chance(len(ids)) if left is not None else None
+    trained = saved
+    order_kept = saved is not None and saved.papers == papers and saved.order is not None
+    if key and (not hit or (estimated and saved is not None and not saved.estimated) or not order_kept):
+        trained = Trained(
+            key,
+            result.model.theta if result.model is not None else None,
+            model,
+            result.model.spectrum if result.model is not None else None,
+            left,
+            estimated,
+            papers,
+            cache.stable_order(ids),
+        )
     return Ranking(
         ids=ids,
         engine=engine,
@@ -412,22 +453,24 @@ def rank(
         fit=result,
         titles=[r.title for r in rows],
         labels=labels,
-        vectors=vectors,
-        feature_rows=X if result.active else None,
-        terms=_vocabulary(texts),
+        features=X,
+        terms=texts.term_reader(),
         undecided=undecided,
         days=np.array([getattr(r, "day", None) or 0 for r in rows], dtype=np.float64),
         estimate=left,
+        trained=trained,
     )
 
 
-def _vocabulary(texts: TextFeatures) -> Callable[[], Sequence[str]] | None:
-    """The words of the TF-IDF columns as they are now, read when first asked (a later refit
-    of the vocabulary puts a new vectorizer in place and leaves this one alone)."""
-    tfidf = texts.tfidf
-    if tfidf is None:
+def _model(saved: Trained, X: Features) -> Model | None:
+    """The model a kept training holds, if it fits these features."""
+    if saved.theta is None or len(saved.theta) != X.width + 2:
         return None
-    return functools.cache(lambda: [str(t) for t in tfidf.get_feature_names_out()])
+    theta = np.asarray(saved.theta, dtype=np.float64)
+    spectrum: Spectrum | None = saved.spectrum
+    if spectrum is not None and spectrum.width != len(theta):
+        spectrum = None
+    return Model(float(theta[0]), float(theta[1]), theta[2:].copy(), X.words, spectrum)
 
 
 def _on_engine_scale(blended: np.ndarray, engine: np.ndarray, assessed: np.ndarray) -> np.ndarray:

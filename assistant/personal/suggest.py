@@ -62,7 +62,7 @@ def suggest(
 ) -> tuple[list[Suggestion], list[PaperState]]:
     """Suggested topics, largest group first, and the accepted papers no topic covered."""
     missing = uncovered(rows, low, ignore)
-    if len(missing) < min_papers or texts.tfidf is None:
+    if len(missing) < min_papers or not texts.built:
         return [], missing
     words, vectors = texts.rows([r.id for r in missing])
     if len(missing) == 1 or not vectors.any():
@@ -72,14 +72,14 @@ def suggest(
             n_clusters=None, distance_threshold=DISTANCE, metric="cosine", linkage="average"
         )
         groups = clustering.fit_predict(vectors + 1e-9)
-    vocabulary = np.asarray(texts.tfidf.get_feature_names_out())
-    store_mean = np.asarray(texts.words.mean(axis=0)).ravel()
+    vocabulary = texts.terms()
+    store_mean = texts.words.column_means()
     out: list[Suggestion] = []
     for g in np.unique(groups):
         members = np.flatnonzero(groups == g)
         if len(members) < min_papers:
             continue
-        centroid = np.asarray(words[members].mean(axis=0)).ravel() - store_mean
+        centroid = words.take(members).column_means() - store_mean
         terms = distinct_terms(
             [str(vocabulary[j]) for j in np.argsort(-centroid)[: TERMS * 3] if centroid[j] > 0]
         )
