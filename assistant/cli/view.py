@@ -158,17 +158,19 @@ def assessed_queue() -> RankedQueue:
     before = readcache.signature(settings)
     personal = state.personal(with_estimate=True)
     rows = (
-        personal.rows
+        [(p.id, p.status.value, p.relevance, p.day) for p in personal.papers]
         if personal is not None
-        else {pid: Row.from_metadata(pid, meta) for pid, meta in store.iter_metadata()}
+        else [
+            (r.id, r.status.value, r.relevance, r.day)
+            for r in (Row.from_metadata(pid, meta) for pid, meta in store.iter_metadata())
+        ]
     )
-    assessed = [r for r in rows.values() if r.relevance is not None]
-    summary = readcache.RankSummary.of(personal.ranking, (r.id for r in assessed)) if personal else None
+    assessed = [
+        (pid, status, float(relevance), day) for pid, status, relevance, day in rows if relevance is not None
+    ]
+    summary = readcache.RankSummary.of(personal.ranking, (e[0] for e in assessed)) if personal else None
     queue = readcache.RankedQueue(
-        [(r.id, r.status.value, float(r.relevance or 0.0), r.day) for r in assessed],
-        summary,
-        personal.notes if personal else [],
-        len(rows) - len(assessed),
+        assessed, summary, personal.notes if personal else [], len(rows) - len(assessed)
     )
     if personal is not None:  # not when the model failed: the next read tries again
         # The ranking rests on the personal model's cached features too: deleting them is

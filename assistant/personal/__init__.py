@@ -20,7 +20,7 @@ from assistant.index import Row
 from assistant.personal.features import TextFeatures, cache_folder
 from assistant.personal.model import Fit
 from assistant.personal.ranking import Explanation, FeatureCache, PaperState, Ranking, rank
-from assistant.personal.rows import LazyRows, TopicMemo, paper_row
+from assistant.personal.rows import LazyRows, PaperRow, TopicMemo, paper_row
 from assistant.personal.state import Trained
 from assistant.store import Store
 
@@ -43,6 +43,7 @@ class StoreRanking:
     ranking: Ranking
     rows: Mapping[str, Row]  # built when first asked for
     notes: list[str] = field(default_factory=list)
+    papers: list[PaperRow] = field(default_factory=list)  # what the ranking read of each paper
 
 
 def load_features(
@@ -107,4 +108,4 @@ def store_ranking(
             memo.save(folder)
     except OSError:
         pass  # only caches: the next command trains (or reads) again
-    return StoreRanking(ranking, LazyRows(metadata), notes)
+    return StoreRanking(ranking, LazyRows(metadata), notes, papers)

@@ -39,7 +39,7 @@ from assistant.errors import (
     read_only,
     store_gone,
 )
-from assistant.store.mirror import META, PAPERS, Mirror, Row, Stamp, chroma_state, mirror_path
+from assistant.store.mirror import META, PAPERS, Mirror, Row, Stamp, StateReader, chroma_state, mirror_path
 from assistant.store.pending import Pending
 
 if TYPE_CHECKING:
@@ -152,6 +152,7 @@ class Connection:
         self.pending: Pending | None = None
         self._names = (settings.collection, settings.collection + META_COLLECTION_SUFFIX)
         self._draining = False
+        self._state: StateReader | None = None  # reads Chroma's state (embedded)
 
     @classmethod
     def open_for_reading(cls, settings: Settings, embedder: Any | None = None) -> Self:
@@ -289,7 +290,9 @@ class Connection:
         or when it cannot be read)."""
         if self.path is None or self.pending is None:
             return None
-        state = chroma_state(self.path, self._names)
+        if self._state is None:
+            self._state = StateReader(self.path, self._names)
+        state = self._state.state()
         if state is None:
             return None
         try:

@@ -42,13 +42,18 @@ Row = tuple[int, str, str | None, dict[str, Any] | None, bytes | None]
 ChromaState = tuple[int, int, str, str, int]
 
 
-def chroma_state(store_dir: Path, names: tuple[str, str]) -> ChromaState | None:
+def chroma_state(
+    store_dir: Path, names: tuple[str, str], connection: sqlite3.Connection | None = None
+) -> ChromaState | None:
     """The state of an embedded store's Chroma database, read with sqlite3 (read-only, no Chroma):
-    None when it cannot be read, or is laid out otherwise than this Chroma version does."""
+    None when it cannot be read, or is laid out otherwise than this Chroma version does.
+    `connection`: one already open on that file (see `StateReader`)."""
     db = store_dir / "chroma.sqlite3"
     try:
         stat = db.stat()
-        connection = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=0.5)
+        own = connection is None
+        if connection is None:
+            connection = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=0.5)
         try:
             ids = dict(connection.execute("SELECT name, id FROM collections WHERE name IN (?, ?)", names))
             applied = connection.execute(
@@ -56,12 +61,49 @@ def chroma_state(store_dir: Path, names: tuple[str, str]) -> ChromaState | None:
                 "WHERE s.scope = 'METADATA'"
             ).fetchone()[0]
         finally:
-            connection.close()
+            if own:
+                connection.close()
     except (OSError, sqlite3.Error):
         return None
     if names[0] not in ids or names[1] not in ids:
         return None
     return (stat.st_dev, stat.st_ino, str(ids[names[0]]), str(ids[names[1]]), int(applied or 0))
+
+
+class StateReader:
+    """Reads `chroma_state` of one store again and again over one connection (opening one on
+    Chroma's database costs a millisecond or two: its schema is large), opened anew when the
+    file is replaced."""
+
+    def __init__(self, store_dir: Path, names: tuple[str, str]) -> None:
+        self.store_dir = store_dir
+        self.names = names
+        self._connection: sqlite3.Connection | None = None
+        self._inode: tuple[int, int] | None = None
+
+    def state(self) -> ChromaState | None:
+        db = self.store_dir / "chroma.sqlite3"
+        try:
+            stat = db.stat()
+            if self._connection is None or self._inode != (stat.st_dev, stat.st_ino):
+                self.close()
+                self._connection = sqlite3.connect(
+                    f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=0.5, check_same_thread=False
+                )
+                self._inode = (stat.st_dev, stat.st_ino)
+        except (OSError, sqlite3.Error):
+            self.close()
+            return None
+        state = chroma_state(self.store_dir, self.names, self._connection)
+        if state is None:
+            self.close()  # the next call opens it again
+        return state
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+        self._connection = None
+        self._inode = None
 
 
 def mirror_path(store_dir: Path, collection: str, cache_dir: Path | None = None) -> Path:

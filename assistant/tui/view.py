@@ -24,6 +24,7 @@ from assistant.index import QueueIndex, Row, Sort
 from assistant.lists import ReadingLists
 from assistant.models import StoredPaper
 from assistant.personal import FeatureCache, Ranking, TextFeatures
+from assistant.personal.state import Trained
 from assistant.render import lean
 from assistant.selection import Selection
 from assistant.store import Store
@@ -92,6 +93,7 @@ class QueueView(App[None]):
         self._retrain_pending = False
         self._texts_lock = threading.Lock()
         self._features = FeatureCache()
+        self._trained: Trained | None = None  # the training kept on disk, once read
         # The paper a decision moved the cursor to, while the cursor stays there: when the
         # queue is re-ranked the cursor goes to the best undecided paper of the new order.
         self._advanced_to: str | None = None

@@ -17,6 +17,8 @@ from textual.worker import Worker, get_current_worker
 from assistant.index import PERSONAL_SORTS, QueueIndex, Row, Sort, sort_key
 from assistant.models import Status
 from assistant.personal import Ranking, load_features, rank
+from assistant.personal.features import cache_folder
+from assistant.personal.state import Trained
 from assistant.triage.assess import Prepared, assess_papers, prepare_llm
 from assistant.tui.screens import ConfirmScreen
 from assistant.tui.view import QueueView
@@ -145,7 +147,19 @@ class Workers(QueueView):
         rows = list(self.index.rows.values())
         topics = [t.name for t in self.agenda.topics] if self.agenda else []
         previous = self.ranking.fit if self.ranking else None
-        ranking = rank(self.texts, rows, topics, previous, self._features, with_estimate=True)
+        # The training a command (or the last session) kept: unchanged decisions train nothing,
+        # and one more trains from its weights.
+        folder = cache_folder(self.texts.cache_path(self.cache_dir))
+        if self._trained is None:
+            self._trained = Trained.load(folder)
+        saved = self._trained
+        ranking = rank(self.texts, rows, topics, previous, self._features, with_estimate=True, saved=saved)
+        if ranking.trained is not None and ranking.trained is not saved:
+            self._trained = ranking.trained
+            try:
+                ranking.trained.save(folder, saved)
+            except OSError:
+                pass  # only a cache: the next opening trains again
         # Only the order on screen is sorted here; the others when they are asked for.
         orders: dict[Sort, list[str]] = {}
         if self.sort is Sort.RELEVANCE:
