@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from assistant.cli import app
 from assistant.config import load_settings
-from assistant.models import Status
+from assistant.models import Paper, Status
 from assistant.personal import lbfgs, store_ranking
 from assistant.personal import model as personal_model
 from assistant.personal.csr import CSR
@@ -226,7 +226,7 @@ def test_ranking_an_unchanged_store_imports_neither_scipy_nor_scikit_learn(decid
     script = """
 import json, sys
 from assistant.config import load_settings
-from assistant.models import Status
+from assistant.models import Paper, Status
 from assistant.personal import store_ranking
 from assistant.store import Store
 store = Store.open(load_settings())
@@ -253,7 +253,8 @@ def test_papers_read_for_the_ranking_are_what_the_index_reads(decided: Path) -> 
     from assistant.index import Row
     from assistant.personal.rows import LazyRows, TopicMemo, paper_row
 
-    metadata = list(Store.open(load_settings()).iter_metadata())
+    store = Store.open(load_settings())
+    metadata = list(store.iter_metadata())
     memo = TopicMemo()
     for pid, meta in metadata:
         mine, theirs = paper_row(pid, meta, memo), Row.from_metadata(pid, meta)
@@ -266,5 +267,30 @@ def test_papers_read_for_the_ranking_are_what_the_index_reads(decided: Path) -> 
     data["topics"][0]["score"] = 10 - int(data["topics"][0]["score"])
     changed = {**meta, "assessment": json.dumps(data)}
     assert paper_row(pid, changed, memo).topics == Row.from_metadata(pid, changed).topics and memo.changed
-    rows = LazyRows(metadata)
+    rows = LazyRows(store, [p for p, _ in metadata])
     assert len(rows) == len(metadata) and rows[pid] == Row.from_metadata(pid, meta)
+
+
+def test_the_rows_kept_between_commands_follow_every_write(decided: Path, tmp_path: Path) -> None:
+    """Rows kept from the last command are brought up to date from the papers written since:
+    a decision (queued or not), a new paper, a paper deleted."""
+    from assistant.index import Row
+    from assistant.personal.rows import TopicMemo, paper_rows
+
+    store = Store.open(load_settings())
+    folder = tmp_path / "kept"
+
+    def truth() -> dict[str, tuple[object, ...]]:
+        rows = (Row.from_metadata(pid, m) for pid, m in store.iter_metadata())
+        return {r.id: (r.status, r.relevance) for r in rows}
+
+    def kept() -> dict[str, tuple[object, ...]]:
+        return {r.id: (r.status, r.relevance) for r in paper_rows(store, folder, TopicMemo())}
+
+    assert kept() == truth()
+    ids = [pid for pid, _ in store.iter_metadata()]
+    store.set_status(ids[:3], Status.REJECTED)
+    assert kept() == truth()
+    store.delete_papers(ids[3:5])
+    store.upsert_papers([Paper.create(title="A new paper on sparse attention", abstract="Words.")])
+    assert kept() == truth() and len(kept()) == len(ids) - 1

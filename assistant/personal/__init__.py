@@ -20,7 +20,7 @@ from assistant.index import Row
 from assistant.personal.features import TextFeatures, cache_folder
 from assistant.personal.model import Fit
 from assistant.personal.ranking import Explanation, FeatureCache, PaperState, Ranking, rank
-from assistant.personal.rows import LazyRows, PaperRow, TopicMemo, paper_row
+from assistant.personal.rows import LazyRows, PaperRow, TopicMemo, paper_rows
 from assistant.personal.state import Trained
 from assistant.store import Store
 
@@ -92,12 +92,11 @@ def store_ranking(
     """Rank every paper in the store with the personal model trained on its decisions (the
     same decisions give the same order, in every command and the review UI); `with_estimate`
     also estimates the relevant papers left."""
-    metadata = list(store.iter_metadata())
     texts, notes = load_features(store, cache_dir, on_progress)
     folder = cache_folder(texts.cache_path(cache_dir))
     with _bulk():
         memo = TopicMemo.load(folder)
-        papers = [paper_row(pid, meta, memo) for pid, meta in metadata]
+        papers = paper_rows(store, folder, memo)
         memo.keep_only([p.id for p in papers])
         saved = Trained.load(folder) or Trained(b"", None, None)
         ranking = rank(texts, papers, agenda_topics, with_estimate=with_estimate, saved=saved)
@@ -108,4 +107,4 @@ def store_ranking(
             memo.save(folder)
     except OSError:
         pass  # only caches: the next command trains (or reads) again
-    return StoreRanking(ranking, LazyRows(metadata), notes, papers)
+    return StoreRanking(ranking, LazyRows(store, [p.id for p in papers]), notes, papers)

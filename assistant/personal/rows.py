@@ -10,6 +10,7 @@ came from (`TopicMemo`, beside the features) and parsed again only when it chang
 from __future__ import annotations
 
 import json
+import time
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,9 +20,15 @@ from typing import Any
 from assistant.cache import read_pickle, write_pickle
 from assistant.index import Row
 from assistant.models import Paper, Status
+from assistant.store import Store
 
 MEMO_FILE = "topics.pickle"
 MEMO_VERSION = 1
+ROWS_FILE = "rows.pickle"
+ROWS_VERSION = 1
+# A refresh re-reads papers stamped this long before the previous one: a write is stamped a
+# moment before it commits.
+REFRESH_OVERLAP = 10.0
 STATUS = {s.value: s for s in Status}
 
 
@@ -103,16 +110,53 @@ def paper_row(pid: str, meta: dict[str, Any], memo: TopicMemo) -> PaperRow:
     )
 
 
-class LazyRows(Mapping[str, Row]):
-    """The queue index's rows of these papers, built when first asked for."""
+def paper_rows(store: Store, folder: Path, memo: TopicMemo) -> list[PaperRow]:
+    """Every paper's row: the rows kept from the last command, brought up to date with the
+    papers written since (the store's `touched` stamps, an indexed read); every paper is read
+    only when there are none kept or papers left the store."""
+    started = time.time()
+    kept: dict[str, PaperRow] = {}
+    stamp = 0.0
+    try:
+        data = read_pickle(folder / ROWS_FILE)
+        if isinstance(data, dict) and data.get("version") == ROWS_VERSION:
+            kept = {t[0]: PaperRow(*t) for t in data["rows"]}
+            stamp = float(data["stamp"])
+    except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError):
+        kept, stamp = {}, 0.0
+    changed = True
+    if stamp > 0:
+        written = store.changed_since(stamp - REFRESH_OVERLAP)
+        for pid, meta in written:
+            kept[pid] = paper_row(pid, meta, memo)
+        changed = bool(written)
+        if store.count() != len(kept):  # papers left the store: read which
+            present = set(store.iter_ids())
+            kept = {pid: row for pid, row in kept.items() if pid in present}
+            changed = True
+    if stamp <= 0 or len(kept) != store.count():
+        kept = {pid: paper_row(pid, meta, memo) for pid, meta in store.iter_metadata()}
+        changed = True
+    if changed:
+        try:
+            rows = [tuple(getattr(r, f) for f in PaperRow.__slots__) for r in kept.values()]
+            write_pickle(folder / ROWS_FILE, {"version": ROWS_VERSION, "stamp": started, "rows": rows})
+        except OSError:
+            pass  # only a cache: read again next time
+    return list(kept.values())
 
-    def __init__(self, metadata: list[tuple[str, dict[str, Any]]]):
-        self._metadata = metadata
+
+class LazyRows(Mapping[str, Row]):
+    """The queue index's rows of the store's papers, read and built when first asked for."""
+
+    def __init__(self, store: Store, ids: Sequence[str]):
+        self._store = store
+        self._ids = ids
         self._rows: dict[str, Row] | None = None
 
     def _built(self) -> dict[str, Row]:
         if self._rows is None:
-            self._rows = {pid: Row.from_metadata(pid, meta) for pid, meta in self._metadata}
+            self._rows = {pid: Row.from_metadata(pid, meta) for pid, meta in self._store.iter_metadata()}
         return self._rows
 
     def __getitem__(self, pid: str) -> Row:
@@ -122,4 +166,4 @@ class LazyRows(Mapping[str, Row]):
         return iter(self._built())
 
     def __len__(self) -> int:
-        return len(self._metadata)
+        return len(self._ids)

@@ -287,13 +287,14 @@ class Mirror:
         else:
             # Pages read one after another continue from the last row of the one before (an
             # OFFSET steps over every row before it: reading a store page by page would be
-            # quadratic).
+            # quadratic). `+kind`: walk the rows in order rather than an index on kind, which
+            # would sort the whole collection for every page.
             after = self._pages.get((kind, offset or 0, self._version))
             if after is not None:
-                query = f"SELECT {columns} FROM records WHERE kind = ? AND n > ? ORDER BY n LIMIT ?"
+                query = f"SELECT {columns} FROM records WHERE +kind = ? AND n > ? ORDER BY n LIMIT ?"
                 cursor = self.db.execute(query, (kind, after, -1 if limit is None else limit))
             else:
-                query = f"SELECT {columns} FROM records WHERE kind = ? ORDER BY n LIMIT ? OFFSET ?"
+                query = f"SELECT {columns} FROM records WHERE +kind = ? ORDER BY n LIMIT ? OFFSET ?"
                 cursor = self.db.execute(query, (kind, -1 if limit is None else limit, offset or 0))
             picked: list[Any] = cursor.fetchall()
             if picked:
@@ -341,7 +342,7 @@ class Mirror:
         numbers = self._matching(kind, where) if where is not None else None
         rows = self.db.execute(
             "SELECT r.n, r.id, v.vector FROM records r LEFT JOIN vectors v ON v.n = r.n "
-            "WHERE r.kind = ? ORDER BY r.n",
+            "WHERE +r.kind = ? ORDER BY r.n",
             (kind,),
         ).fetchall()
         if numbers is not None:
@@ -379,7 +380,7 @@ class Mirror:
             self._matches[key] = [
                 n
                 for n, meta in self.db.execute(
-                    "SELECT n, meta FROM records WHERE kind = ? ORDER BY n", (kind,)
+                    "SELECT n, meta FROM records WHERE +kind = ? ORDER BY n", (kind,)
                 )
                 if test(marshal.loads(meta) if meta is not None else {})
             ]
