@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from collections import namedtuple
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from assistant.config import Settings, load_settings
 from assistant.lists import ReadingLists
 from assistant.models import Paper, Status
 from assistant.store import Store
+from assistant.store.pending import Pending
 from assistant.tui.widgets import UNSAVED_MARK
 from conftest import sample_records, write_lines
 
@@ -256,9 +258,14 @@ def test_a_refused_change_is_retried_on_the_next_change(
             "attempt to write a readonly database"
         )
 
+    def refuse_queue(*args: Any, **kwargs: Any) -> None:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
     async def script(pilot: Pilot[None]) -> None:
         with monkeypatch.context() as patch:
+            # A decision goes to the store's queue of small writes (or to Chroma, once open).
             patch.setattr(Collection, "update", refuse)
+            patch.setattr(Pending, "append", refuse_queue)
             await pilot.press("m")
             await pilot.pause()
             assert status_line(app).startswith("not saved: the store at")

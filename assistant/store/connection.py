@@ -153,6 +153,7 @@ class Connection:
         self._names = (settings.collection, settings.collection + META_COLLECTION_SUFFIX)
         self._draining = False
         self._state: StateReader | None = None  # reads Chroma's state (embedded)
+        self._existed = False  # an embedded store whose database was there when it was opened
 
     @classmethod
     def open_for_reading(cls, settings: Settings, embedder: Any | None = None) -> Self:
@@ -198,7 +199,8 @@ class Connection:
         store.path = settings.store
         store.mirror = Mirror(mirror_path(settings.store, settings.collection))
         store.pending = Pending(settings.store)
-        if not (settings.store / "chroma.sqlite3").exists() or not store.mirror_current():
+        store._existed = (settings.store / "chroma.sqlite3").exists()
+        if not store._existed or not store.mirror_current():
             store._connect()
             store._rebuild_mirror()
         return store
@@ -238,6 +240,8 @@ class Connection:
 
         settings = self.settings
         location = self.location
+        if self._existed and not settings.store.is_dir():
+            raise store_gone(location)  # opening Chroma would make the removed folder again
         ef = self.embedder
         try:
             if not settings.chroma_url:
@@ -314,6 +318,8 @@ class Connection:
             return False
         if self.mirror_current():
             return True
+        if self.path is not None and not self.path.is_dir():
+            return True  # the store was removed: reads show it as last seen, writes say it is gone
         self._connect()
         return False
 
@@ -372,7 +378,15 @@ class Connection:
         with self.write_lock():
             if queueable and self._client is None and self.pending is not None and self.mirror_current():
                 assert self.mirror is not None
-                seq = self.pending.append(kind, op, ids, metadatas, documents)
+                try:
+                    seq = self.pending.append(kind, op, ids, metadatas, documents)
+                except (sqlite3.Error, OSError) as exc:
+                    error = self.refusal(exc)
+                    if error is None:
+                        raise StoreError(
+                            f"cannot write the store's queue of small writes {self.pending.path}: {exc}"
+                        ) from exc
+                    raise error from exc
                 state = chroma_state(self.path, self._names) if self.path is not None else None
                 if state is not None:
                     try:
