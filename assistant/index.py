@@ -87,12 +87,7 @@ class Row:
             data = json.loads(meta["assessment"])
             topics = {str(t["topic"]): int(t["score"]) for t in data.get("topics", [])}
             engine, agenda_hash = data.get("engine"), data.get("agenda_hash")
-        day = meta.get("day")
-        if day is None:  # stored before papers carried a day
-            year = meta.get("year")
-            day = Paper(
-                id=pid, title="-", date=meta.get("date"), year=year if isinstance(year, int) else None
-            ).day
+        day = stored_day(pid, meta)
         user_tags = list(meta.get("user_tags") or [])
         return cls(
             id=pid,
@@ -118,6 +113,18 @@ class Row:
 
 
 BINS = 10
+
+
+def stored_day(pid: str, meta: dict[str, Any]) -> int | None:
+    """A stored paper's day (yyyymmdd), from its metadata; worked out from its date or year
+    for a paper stored before papers carried a day."""
+    day = meta.get("day")
+    if day is None:
+        year = meta.get("year")
+        day = Paper(
+            id=pid, title="-", date=meta.get("date"), year=year if isinstance(year, int) else None
+        ).day
+    return day
 
 
 def _bin(relevance: float) -> int:

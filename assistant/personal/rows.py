@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from assistant.cache import read_pickle, write_pickle
-from assistant.index import Row
-from assistant.models import Paper, Status
+from assistant.index import Row, stored_day
+from assistant.models import Status
 from assistant.store import Store
 
 MEMO_FILE = "topics.pickle"
@@ -92,12 +92,7 @@ def paper_row(pid: str, meta: dict[str, Any], memo: TopicMemo) -> PaperRow:
     assessment = meta.get("assessment")
     topics = memo.topics(pid, assessment) if assessment else None
     relevance = meta.get("relevance")
-    day = meta.get("day")
-    if day is None:  # stored before papers carried a day
-        year = meta.get("year")
-        day = Paper(
-            id=pid, title="-", date=meta.get("date"), year=year if isinstance(year, int) else None
-        ).day
+    day = stored_day(pid, meta)
     return PaperRow(
         id=pid,
         title=str(meta.get("title") or pid),

@@ -22,7 +22,8 @@ from __future__ import annotations
 import marshal
 import sqlite3
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -208,12 +209,24 @@ class Mirror:
         self._version += 1
         self._matches.clear()
 
-    def rebuild(self, rows: Iterable[Row], stamp: Stamp) -> None:
-        """Replace everything with these (kind, id, document, metadata, vector) rows, in
-        Chroma's order."""
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (rolled back on any error); what was read before is stale after."""
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        finally:
+            self._changed()
+
+    def rebuild(self, rows: Iterable[Row], stamp: Stamp) -> None:
+        """Replace everything with these (kind, id, document, metadata, vector) rows, in
+        Chroma's order."""
+        with self._transaction() as db:
             db.execute("DELETE FROM records")
             db.execute("DELETE FROM vectors")
             for kind, pid, doc, meta, vector in rows:
@@ -225,12 +238,6 @@ class Mirror:
                 if vector is not None:
                     db.execute("INSERT OR REPLACE INTO vectors (n, vector) VALUES (?, ?)", (n, vector))
             self.set_stamp(stamp)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        finally:
-            self._changed()
 
     # -- reading, as Collection.get ----------------------------------------------
 
@@ -400,9 +407,7 @@ class Mirror:
     ) -> None:
         """Make the change Chroma made (`add`, `update`, `upsert` or `delete`) and record the
         store's state after it."""
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as db:
             if op == "delete":
                 for pid in ids:
                     row = db.execute(
@@ -421,12 +426,6 @@ class Mirror:
                             "INSERT OR REPLACE INTO vectors (n, vector) VALUES (?, ?)", (n, vectors[i])
                         )
             self.set_stamp(stamp)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        finally:
-            self._changed()
 
     def _put(
         self, kind: int, op: str, pid: str, patch: dict[str, Any] | None, document: str | None, has_doc: bool

@@ -147,18 +147,8 @@ class Reads(Connection):
 
     def iter_all(self, where: Where | None = None, page_size: int = PAGE_SIZE) -> Iterator[StoredPaper]:
         """Every stored paper (matching `where`), read page by page."""
-        offset = 0
-        while True:
-            res = self.collection.get(
-                where=where, limit=page_size, offset=offset, include=["documents", "metadatas"]
-            )
-            for pid, doc, meta in zip(
-                res["ids"], res["documents"] or [], res["metadatas"] or [], strict=True
-            ):
-                yield _stored_from(pid, doc, cast(dict[str, Any], meta))
-            if len(res["ids"]) < page_size:
-                return
-            offset += page_size
+        for pid, doc, meta in self.iter_records(where, page_size):
+            yield _stored_from(pid, doc, meta)
 
     def iter_metadata(
         self, where: Where | None = None, page_size: int = 500
