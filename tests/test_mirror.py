@@ -84,7 +84,7 @@ def _store(tmp_path: Path, n: int = 6) -> tuple[Store, list[str]]:
     return store, report.new
 
 
-def _run(tmp_path: Path, code: str) -> str:
+def _run(tmp_path: Path, code: str, exit_code: int = 0) -> str:
     """Python code run as its own process against the test's store; its output."""
     script = (
         f"import sys\nfrom assistant.config import load_settings\nfrom assistant.store import Store\n{code}"
@@ -92,7 +92,7 @@ def _run(tmp_path: Path, code: str) -> str:
     done = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path / "store")], capture_output=True, text=True, timeout=120
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == exit_code, done.stderr
     return done.stdout
 
 
@@ -237,3 +237,29 @@ def test_search_reads_the_mirror_and_finds_what_chroma_finds(tmp_path: Path) -> 
     accepted = chroma.search("language models", k=3, where={"status": "accepted"})
     assert lines[2].split() == [h.item.paper.id for h in accepted] and set(lines[2].split()) <= set(ids[:4])
     assert lines[3].split() == [h.item.paper.id for h in chroma.neighbours(got[0][0], k=3)]
+
+
+def test_a_drain_cut_short_is_applied_again_and_changes_nothing_twice(tmp_path: Path) -> None:
+    """Killed after writing the queue to Chroma but before emptying it: the next process that
+    opens Chroma applies it again, to the same result (a note is set, not appended)."""
+    _, ids = _store(tmp_path)
+    _run(
+        tmp_path,
+        OPEN + "from assistant.models import Status\n"
+        f"store.set_status([{ids[0]!r}], Status.ACCEPTED)\n"
+        f"store.update_decision({ids[1]!r}, note='once')\n",
+    )
+    _run(
+        tmp_path,
+        OPEN + "import os\nfrom assistant.store.pending import Pending\n"
+        "Pending.remove_through = lambda self, seq: os._exit(9)\n"  # dies before emptying it
+        "store.collection.peek(1)\n",
+        exit_code=9,
+    )
+    out = _run(
+        tmp_path,
+        OPEN + "store.collection.peek(1)\n"
+        f"a, b = store.get({ids[0]!r}), store.get({ids[1]!r})\n"
+        "print(store.pending.waiting(), a.decision.status.value, repr(b.decision.note), store.count())",
+    )
+    assert out.split() == ["False", "accepted", "'once'", "6"]
