@@ -130,6 +130,8 @@ def eval_cmd(
     from assistant.personal.evaluate import evaluate
 
     rows, topics = _rows_and_topics()
+    # The queue's training (kept between commands) is where the cross-validation's fits start.
+    personal = state.personal(quiet=True)
     texts, notes = load_features(state.store)
     for note in notes:
         err_console.print(f"[dim]note: {escape(note)}[/dim]")
@@ -141,6 +143,7 @@ def eval_cmd(
             topics,
             on_progress=lambda done, total: bar.update(task, completed=done, total=total),
             negative=_negative_topics(),
+            previous=personal.ranking.fit if personal is not None else None,
         )
     if as_json:
         left = report.estimate

@@ -20,7 +20,7 @@ import numpy as np
 from assistant.models import Status
 from assistant.personal.estimate import Estimate, estimate
 from assistant.personal.features import TextFeatures
-from assistant.personal.model import Labels, average_precision, blend, features, fit, scores
+from assistant.personal.model import Fit, Labels, average_precision, blend, features, fit, scores
 from assistant.personal.ranking import PaperState, learns_from, topic_names, topic_scores
 
 FOLDS = 5
@@ -169,8 +169,11 @@ def evaluate(
     agenda_topics: Sequence[str] = (),
     on_progress: Callable[[int, int], None] | None = None,
     negative: Collection[str] = (),
+    previous: Fit | None = None,
 ) -> EvalReport:
-    """`negative` names topics that score what the researcher does not want."""
+    """`negative` names topics that score what the researcher does not want; `previous`, a fit
+    on the same decisions (the queue's), is where training starts (the problem is convex: it
+    changes only how long it takes)."""
     ids = [r.id for r in rows]
     names = topic_names(rows, agenda_topics)
     engine = np.array([r.relevance if r.relevance is not None else np.nan for r in rows], dtype=np.float64)
@@ -209,7 +212,7 @@ def evaluate(
     for low, high in BUCKETS:
         inside = decided[(engine[decided] >= low) & (engine[decided] < high)]
         report.calibration.append(Bucket(low, min(high, 10.0), len(inside), int(accepted[inside].sum())))
-    whole = fit(X, filled, labels, ids)
+    whole = fit(X, filled, labels, ids, previous)
     report.note = whole.note
     report.in_use = "engine + model" if whole.active else "engine"
     report.engine_weight = whole.model.engine_weight if whole.model is not None else None
