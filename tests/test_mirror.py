@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,54 @@ def test_a_drain_cut_short_is_applied_again_and_changes_nothing_twice(tmp_path: 
         "print(store.pending.waiting(), a.decision.status.value, repr(b.decision.note), store.count())",
     )
     assert out.split() == ["False", "accepted", "'once'", "6"]
+
+
+def test_a_reader_that_stays_open_sees_what_other_processes_write(tmp_path: Path) -> None:
+    """The review UI asks the same `where` again and again: another process's decision, and a
+    rebuild of the mirror that renumbers its rows, are seen (never another paper's row)."""
+    store, ids = _store(tmp_path)
+    since = time.time()
+    assert store.count({"status": "accepted"}) == 0 and not store.changed_since(since)
+    _run(
+        tmp_path,
+        OPEN + f"from assistant.models import Status\nstore.set_status([{ids[0]!r}], Status.ACCEPTED)",
+    )
+    assert store.count({"status": "accepted"}) == 1
+    assert [pid for pid, _ in store.changed_since(since)] == [ids[0]]
+    client = chromadb.PersistentClient(path=str(tmp_path / "store"), settings=CHROMA_SETTINGS)
+    client.get_collection("papers").update(ids=[ids[3]], metadatas=[{"status": "accepted"}])
+    _run(tmp_path, OPEN + "store.count()")  # a foreign write: this process rebuilds the mirror
+    accepted = sorted(s.paper.id for s in store.iter_all({"status": "accepted"}))
+    assert accepted == sorted([ids[0], ids[3]])
+    assert all(s.decision.status is Status.ACCEPTED for s in store.iter_all({"status": "accepted"}))
+
+
+def test_a_queue_the_disk_refuses_stays_first_and_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chroma refuses the queue (a full disk): reads still see the queued decision, and a later
+    direct write is refused rather than made before it."""
+    _, ids = _store(tmp_path)
+    _run(
+        tmp_path,
+        OPEN + f"from assistant.models import Status\nstore.set_status([{ids[0]!r}], Status.REJECTED)",
+    )
+    from chromadb.api.models.Collection import Collection
+
+    from assistant.errors import StoreError
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Collection, "update", full)
+    store = Store.open(load_settings(store=tmp_path / "store"))
+    store.collection.peek(1)  # opens Chroma: the drain is refused
+    assert store.pending is not None and store.pending.waiting()
+    assert store.get(ids[0]).decision.status is Status.REJECTED  # type: ignore[union-attr]
+    with pytest.raises(StoreError):
+        store.upsert_papers([Paper.create(title="Another paper", abstract="Text.")])
+    monkeypatch.undo()
+    out = _run(
+        tmp_path, OPEN + f"store.collection.peek(1)\nprint(store.get({ids[0]!r}).decision.status.value)"
+    )
+    assert out.strip() == "rejected"

@@ -40,7 +40,7 @@ from assistant.errors import (
     store_gone,
 )
 from assistant.store.mirror import META, PAPERS, Mirror, Row, Stamp, StateReader, chroma_state, mirror_path
-from assistant.store.pending import Pending
+from assistant.store.pending import Pending, Write
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -113,6 +113,11 @@ class _Routed:
         # The queue holds papers' metadata only: a read of their text or vectors needs no drain.
         metadata = self._kind == META or "metadatas" in include or where is not None or bool(rest)
         chroma = store._chroma(self._kind, metadata)
+        if metadata and not rest and store._mirror_serves():  # a queue Chroma could not take
+            assert store.mirror is not None
+            found = store.mirror.get(self._kind, ids, where, limit, offset, include)
+            if found is not None:
+                return found
         return chroma.get(**{k: v for k, v in arguments.items() if v is not None}, **rest)
 
     def count(self) -> int:
@@ -154,6 +159,7 @@ class Connection:
         self._draining = False
         self._state: StateReader | None = None  # reads Chroma's state (embedded)
         self._existed = False  # an embedded store whose database was there when it was opened
+        self._refused: StoreError | None = None  # why the queue could not be applied, if so
 
     @classmethod
     def open_for_reading(cls, settings: Settings, embedder: Any | None = None) -> Self:
@@ -314,8 +320,12 @@ class Connection:
     def _mirror_serves(self) -> bool:
         """Whether a read is answered from the mirror: Chroma is not open and the mirror is
         current. A mirror gone stale (another program wrote) is left for Chroma, opened now."""
-        if self._client is not None or self.mirror is None:
+        if self.mirror is None:
             return False
+        if self._client is not None:
+            # Chroma's reads are current once the queue is applied; a queue it could not take
+            # (a full disk) is still in the mirror.
+            return bool(self.pending is not None and self.pending.waiting() and self.mirror_current())
         if self.mirror_current():
             return True
         if self.path is not None and not self.path.is_dir():
@@ -327,6 +337,7 @@ class Connection:
         """Read every record from Chroma into the mirror (nothing is kept if a write came
         meanwhile, or the mirror cannot be written: reads then go to Chroma)."""
         mirror = self.mirror
+        self.drain()  # first: a drain during the read below would void it
         before = self.stamp()
         if mirror is None or before is None:
             return
@@ -346,6 +357,8 @@ class Connection:
                 if len(res["ids"]) < BATCH:
                     break
                 offset += BATCH
+        if self.pending is not None and self.pending.waiting():  # refused: the mirror has it on top
+            rows = _overlay(rows, self.pending.writes())
         try:
             with self.write_lock():
                 if self.stamp() == before:
@@ -395,6 +408,12 @@ class Connection:
                         self._drop_mirror()
                 return None
             chroma = self._chroma(kind)
+            if not self._draining and self.pending is not None and self.pending.waiting():
+                # The queue could not be applied (we hold the writer lock: no one added to it):
+                # a write now would land before older queued ones.
+                raise self._refused or StoreError(
+                    f"the store at {self.location} could not take its queued writes; nothing was written"
+                )
             before = self.stamp()
             current = before is not None and self.mirror is not None and self.mirror.stamp() == before
             result = getattr(chroma, op)(**call)
@@ -443,10 +462,13 @@ class Connection:
                     self._write_call(w.kind, w.op, **call)
                 pending.remove_through(writes[-1].seq)
                 self._draining = False
+                self._refused = None
         except StoreError as exc:
             if not (isinstance(exc, ReadOnlyError) or is_disk_full(exc)):
                 raise
-            # A store that cannot be written keeps its queue; readers still see it in the mirror.
+            # A store that cannot be written keeps its queue: reads come from the mirror, which
+            # has it, and writes are refused until it is applied (they would come before it).
+            self._refused = exc
         finally:
             self._draining = False
 
@@ -503,6 +525,32 @@ class Connection:
                     yield
                 finally:
                     self._holding = False
+
+
+def _overlay(rows: list[Row], writes: Sequence[Write]) -> list[Row]:
+    """Records read from Chroma with the queue's writes made on them, as Chroma will make them."""
+    records: dict[tuple[int, str], list[Any]] = {(r[0], r[1]): list(r) for r in rows}
+    for w in writes:
+        for i, pid in enumerate(w.ids):
+            key = (w.kind, pid)
+            if w.op == "delete":
+                records.pop(key, None)
+                continue
+            if key not in records:
+                if w.op != "upsert":
+                    continue  # an update of a record Chroma does not have
+                records[key] = [w.kind, pid, None, None, None]
+            record = records[key]
+            meta = dict(record[3] or {})
+            for name, value in ((w.metadatas[i] if w.metadatas else None) or {}).items():
+                if value is None:
+                    meta.pop(name, None)
+                else:
+                    meta[name] = value
+            record[3] = meta or None
+            if w.documents is not None:
+                record[2] = w.documents[i]
+    return [(r[0], r[1], r[2], r[3], r[4]) for r in records.values()]
 
 
 def _vector_bytes(vector: Any) -> bytes | None:

@@ -156,6 +156,7 @@ class Mirror:
         self._matches: dict[tuple[int, str, int], list[int]] = {}  # a where's rows, per version
         self._version = 0  # bumped by every change made through this object
         self._pages: dict[tuple[int, int, int], int] = {}  # (kind, offset, version) -> the row before
+        self._seen: bytes | None = None  # the stamp those were worked out under
 
     # -- the file --------------------------------------------------------------
 
@@ -208,6 +209,22 @@ class Mirror:
     def _changed(self) -> None:
         self._version += 1
         self._matches.clear()
+        self._pages.clear()
+        self._seen = None
+
+    def _sync(self) -> None:
+        """Forget what was worked out from the rows (a filter's matches, where the next page
+        starts) when any process changed the mirror since: every change restamps it."""
+        try:
+            row = self.db.execute("SELECT value FROM state WHERE key = 'stamp'").fetchone()
+        except sqlite3.Error:
+            row = None
+        seen = row[0] if row else None
+        if seen != self._seen:
+            self._version += 1
+            self._matches.clear()
+            self._pages.clear()
+            self._seen = seen
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -255,6 +272,7 @@ class Mirror:
     ) -> dict[str, Any] | None:
         """What `Collection.get` returns for these arguments; None when vectors are asked for
         and the mirror lacks one."""
+        self._sync()
         full = "metadatas" in include
         columns = "n, id, document, meta, long" if full else "n, id, document, meta, NULL"
         if ids is not None:
@@ -288,7 +306,8 @@ class Mirror:
                 picks = numbers[start : start + 500]
                 marks = ",".join("?" * len(picks))
                 chosen = self.db.execute(
-                    f"SELECT {columns} FROM records WHERE n IN ({marks}) ORDER BY n", picks
+                    f"SELECT {columns} FROM records WHERE kind = ? AND n IN ({marks}) ORDER BY n",
+                    (kind, *picks),
                 )
                 rows.extend((pid, doc, _unpack(meta, long)) for _, pid, doc, meta, long in chosen)
         else:
@@ -344,6 +363,7 @@ class Mirror:
     ) -> list[tuple[str, float]] | None:
         """The k records nearest to `query` by cosine distance (among those matching `where`),
         nearest first, as (id, distance); None if the mirror lacks a vector."""
+        self._sync()
         import numpy as np
 
         numbers = self._matching(kind, where) if where is not None else None
