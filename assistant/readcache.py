@@ -18,7 +18,6 @@ state: deleting it costs one slow read.
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,22 +40,9 @@ def signature(settings: Settings) -> Signature | None:
     database and its last applied write, and the store's queue of small writes); None when
     there is nothing reliable to read (a server store, no database yet, a database laid out
     otherwise than this Chroma version does)."""
-    if settings.chroma_url or settings.local_store is None:
-        return None
-    from assistant.store.mirror import chroma_state
-    from assistant.store.pending import Pending
+    from assistant.store.connection import local_stamp
 
-    names = (settings.collection, settings.collection + "-meta")
-    state = chroma_state(settings.store, names)
-    if state is None:
-        return None
-    queue = Pending(settings.store)
-    try:
-        return (*state, queue.last())
-    except sqlite3.Error:
-        return None
-    finally:
-        queue.close()
+    return local_stamp(settings)
 
 
 def _path(settings: Settings, part: str, cache_dir: Path | None) -> Path:

@@ -39,7 +39,17 @@ from assistant.errors import (
     read_only,
     store_gone,
 )
-from assistant.store.mirror import META, PAPERS, Mirror, Row, Stamp, StateReader, chroma_state, mirror_path
+from assistant.store.mirror import (
+    META,
+    PAPERS,
+    ChromaState,
+    Mirror,
+    Row,
+    Stamp,
+    StateReader,
+    chroma_state,
+    mirror_path,
+)
 from assistant.store.pending import Pending, Write
 
 if TYPE_CHECKING:
@@ -98,11 +108,17 @@ class _Routed:
         **rest: Any,
     ) -> Any:
         store = self._store
-        if not rest and store._mirror_serves():
+
+        def from_mirror() -> Any:
+            """The mirror's answer when it serves this read (None: ask Chroma)."""
+            if rest or not store._mirror_serves():
+                return None
             assert store.mirror is not None
-            found = store.mirror.get(self._kind, ids, where, limit, offset, include)
-            if found is not None:
-                return found
+            return store.mirror.get(self._kind, ids, where, limit, offset, include)
+
+        found = from_mirror()
+        if found is not None:
+            return found
         arguments: dict[str, Any] = {
             "ids": ids,
             "where": where,
@@ -113,11 +129,9 @@ class _Routed:
         # The queue holds papers' metadata only: a read of their text or vectors needs no drain.
         metadata = self._kind == META or "metadatas" in include or where is not None or bool(rest)
         chroma = store._chroma(self._kind, metadata)
-        if metadata and not rest and store._mirror_serves():  # a queue Chroma could not take
-            assert store.mirror is not None
-            found = store.mirror.get(self._kind, ids, where, limit, offset, include)
-            if found is not None:
-                return found
+        found = from_mirror() if metadata else None  # a queue Chroma could not take is there
+        if found is not None:
+            return found
         return chroma.get(**{k: v for k, v in arguments.items() if v is not None}, **rest)
 
     def count(self) -> int:
@@ -302,13 +316,7 @@ class Connection:
             return None
         if self._state is None:
             self._state = StateReader(self.path, self._names)
-        state = self._state.state()
-        if state is None:
-            return None
-        try:
-            return (*state, self.pending.last())
-        except sqlite3.Error:
-            return None
+        return store_stamp(self._state.state(), self.pending)
 
     def mirror_current(self) -> bool:
         """Whether the mirror reflects the store as it is now."""
@@ -389,8 +397,9 @@ class Connection:
             kind == PAPERS and op == "update" and documents is None and "embeddings" not in call
         ) or (kind == META and op in ("upsert", "delete"))
         with self.write_lock():
-            if queueable and self._client is None and self.pending is not None and self.mirror_current():
-                assert self.mirror is not None
+            now = self.stamp() if queueable and self._client is None else None
+            if now is not None and self.mirror is not None and self.mirror.stamp() == now:
+                assert self.pending is not None  # an embedded store (a stamp says so)
                 try:
                     seq = self.pending.append(kind, op, ids, metadatas, documents)
                 except (sqlite3.Error, OSError) as exc:
@@ -400,12 +409,12 @@ class Connection:
                             f"cannot write the store's queue of small writes {self.pending.path}: {exc}"
                         ) from exc
                     raise error from exc
-                state = chroma_state(self.path, self._names) if self.path is not None else None
-                if state is not None:
-                    try:
-                        self.mirror.apply(kind, op, ids, metadatas, documents, (*state, seq))
-                    except (sqlite3.Error, OSError):
-                        self._drop_mirror()
+                # Chroma's part of the stamp as checked above, under the lock: a write by another
+                # program since then leaves the mirror stale, as it should.
+                try:
+                    self.mirror.apply(kind, op, ids, metadatas, documents, (*now[:5], seq))
+                except (sqlite3.Error, OSError):
+                    self._drop_mirror()
                 return None
             chroma = self._chroma(kind)
             if not self._draining and self.pending is not None and self.pending.waiting():
@@ -490,10 +499,10 @@ class Connection:
         """Names this store for caches of derived state. The collection's id is new whenever a
         collection is created: two projects with a store at the same relative path, or a store
         deleted and rebuilt, never share a cache."""
-        if self._client is None and self.path is not None:
-            state = chroma_state(self.path, self._names)
-            if state is not None:
-                return f"{self.location}#{self._names[0]}#{state[2]}"
+        if self._client is None:
+            now = self.stamp()
+            if now is not None:
+                return f"{self.location}#{self._names[0]}#{now[2]}"
         self._ensure_connected()
         return f"{self.location}#{self._names[0]}#{self._collections[PAPERS].id}"
 
@@ -551,6 +560,30 @@ def _overlay(rows: list[Row], writes: Sequence[Write]) -> list[Row]:
             if w.documents is not None:
                 record[2] = w.documents[i]
     return [(r[0], r[1], r[2], r[3], r[4]) for r in records.values()]
+
+
+def store_stamp(state: ChromaState | None, pending: Pending) -> Stamp | None:
+    """An embedded store's stamp: the state of its Chroma database (`chroma_state`) and the
+    number of the last write its queue ever took (None when either cannot be read)."""
+    if state is None:
+        return None
+    try:
+        return (*state, pending.last())
+    except sqlite3.Error:
+        return None
+
+
+def local_stamp(settings: Settings) -> Stamp | None:
+    """The stamp of the embedded store the settings point at, read without opening it (None
+    for a server store or one that cannot be read)."""
+    if settings.chroma_url or settings.local_store is None:
+        return None
+    names = (settings.collection, settings.collection + META_COLLECTION_SUFFIX)
+    queue = Pending(settings.store)
+    try:
+        return store_stamp(chroma_state(settings.store, names), queue)
+    finally:
+        queue.close()
 
 
 def _vector_bytes(vector: Any) -> bytes | None:
