@@ -694,3 +694,53 @@ def test_assessing_the_view_with_an_llm_asks_first_with_the_count_and_cost(
             assert all(i.assessment and i.assessment.engine == "llm" for i in reopen(unassessed).iter_all())
 
         drive(app, script)
+
+
+@pytest.mark.parametrize("child", ["starts", "cannot start"])
+def test_the_personal_model_trains_in_a_process_of_its_own(
+    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, child: str
+) -> None:
+    """A large store's retrain runs in a child process (keys never wait on it); the queue it
+    gives is the one a command gives for the same decisions. When the child cannot start, the
+    UI says so and trains in its own process: the same queue."""
+    import os
+    import subprocess
+
+    import numpy as np
+
+    from assistant.personal import process, store_ranking
+    from assistant.tui import workers
+
+    monkeypatch.setattr(workers, "APART_FROM", 0)
+    if child == "cannot start":
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise OSError(24, "Too many open files")
+
+        monkeypatch.setattr(process.subprocess, "Popen", refuse)
+    app = make_app(assessed, tmp_path)
+    wanted = about_knowledge(assessed)
+    children: list[subprocess.Popen[bytes]] = []
+
+    async def script(pilot: Pilot[None]) -> None:
+        for _ in range(14):
+            pid = app.current_id()
+            assert pid is not None
+            await pilot.press("a" if pid in wanted else "x")
+        await settle(pilot)
+        assert app.ranking is not None and app.ranking.fit.decided == 14 and app.ranking.personal
+        running = app.trainer._child
+        if child == "starts":
+            assert running is not None and running.pid != os.getpid() and running.poll() is None
+            children.append(running)
+        else:
+            assert running is None
+            assert any("trains in the review UI's process" in n.message for n in app._notifications)
+        command = store_ranking(reopen(assessed), cache_dir=tmp_path / "elsewhere").ranking
+        ours = app.ranking
+        theirs = [command.blended[command.position[i]] for i in ours.ids]
+        np.testing.assert_allclose(ours.blended, theirs, atol=1e-3)
+
+    drive(app, script)
+    for running in children:
+        assert running.poll() is not None  # closed with the UI

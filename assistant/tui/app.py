@@ -27,7 +27,7 @@ from assistant.tui.navigation import Navigation
 from assistant.tui.screens import HelpScreen
 from assistant.tui.state import VIEWS
 from assistant.tui.widgets import Detail, QueueTable, Summary, column_widths
-from assistant.tui.workers import settle_heap
+from assistant.tui.workers import settle_heap, trains_apart
 
 PREFETCH = 20  # load the next page when the cursor is this close to the end
 NARROW = 150  # below this many columns the detail pane is shown on demand (enter)
@@ -102,6 +102,8 @@ class ReviewApp(Decisions, Navigation):
         # pool of threads spins beside the keypresses.
         self._blas_limit = threadpool_limits(limits=1, user_api="blas")
         self.fit(self.size.width)  # the columns, and the queue if the index is cached
+        if trains_apart(len(self.index.rows)):
+            self.trainer.start()  # it reads its libraries while the queue comes up
         if self.index.built:
             settle_heap()
             self.refresh_store()
@@ -116,6 +118,7 @@ class ReviewApp(Decisions, Navigation):
         self.refresh_store()
 
     def on_unmount(self) -> None:
+        self.trainer.close()
         if self.index.built:
             try:
                 self.index.save(self.cache_dir)

@@ -24,6 +24,7 @@ from assistant.index import QueueIndex, Row, Sort
 from assistant.lists import ReadingLists
 from assistant.models import StoredPaper
 from assistant.personal import FeatureCache, Ranking, TextFeatures
+from assistant.personal.process import Trainer
 from assistant.personal.state import Trained
 from assistant.render import lean
 from assistant.selection import Selection
@@ -94,6 +95,8 @@ class QueueView(App[None]):
         self._texts_lock = threading.Lock()
         self._features = FeatureCache()
         self._trained: Trained | None = None  # the training kept on disk, once read
+        self.trainer = Trainer()  # trains the personal model in a process of its own
+        self._trainer_failed = False
         # The paper a decision moved the cursor to, while the cursor stays there: when the
         # queue is re-ranked the cursor goes to the best undecided paper of the new order.
         self._advanced_to: str | None = None

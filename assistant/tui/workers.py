@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Sequence
+from pathlib import Path
 
 from textual import work
 from textual.worker import Worker, get_current_worker
@@ -18,12 +19,20 @@ from assistant.index import PERSONAL_SORTS, QueueIndex, Row, Sort, sort_key
 from assistant.models import Status
 from assistant.personal import Ranking, load_features, rank
 from assistant.personal.features import cache_folder
+from assistant.personal.process import Job, TrainerError
 from assistant.personal.state import Trained
 from assistant.triage.assess import Prepared, assess_papers, prepare_llm
 from assistant.tui.screens import ConfirmScreen
 from assistant.tui.view import QueueView
 
 RETRAIN_AFTER = 0.4  # seconds after the last decision before the personal model retrains
+# From this many papers the personal model trains in a process of its own (a retrain holds the
+# interpreter long enough to be felt); below, in a thread of the UI's (~0.1 s at 5k papers).
+APART_FROM = 5_000
+
+
+def trains_apart(papers: int) -> bool:
+    return papers >= APART_FROM
 
 
 def settle_heap() -> None:
@@ -146,20 +155,12 @@ class Workers(QueueView):
         version = self.index.version
         rows = list(self.index.rows.values())
         topics = [t.name for t in self.agenda.topics] if self.agenda else []
-        previous = self.ranking.fit if self.ranking else None
-        # The training a command (or the last session) kept: unchanged decisions train nothing,
-        # and one more trains from its weights.
         folder = cache_folder(self.texts.cache_path(self.cache_dir))
-        if self._trained is None:
-            self._trained = Trained.load(folder)
-        saved = self._trained
-        ranking = rank(self.texts, rows, topics, previous, self._features, with_estimate=True, saved=saved)
-        if ranking.trained is not None and ranking.trained is not saved:
-            self._trained = ranking.trained
-            try:
-                ranking.trained.save(folder, saved)
-            except OSError:
-                pass  # only a cache: the next opening trains again
+        ranking = None
+        if trains_apart(len(rows)) and self.texts.saved_generation:
+            ranking = self._rank_apart(rows, topics, folder)
+        if ranking is None:
+            ranking = self._rank_here(rows, topics, folder)
         # Only the order on screen is sorted here; the others when they are asked for.
         orders: dict[Sort, list[str]] = {}
         if self.sort is Sort.RELEVANCE:
@@ -168,6 +169,39 @@ class Workers(QueueView):
             orders[self.sort] = [r.id for r in sorted(rows, key=sort_key(self.sort, ranking))]
         if not worker.is_cancelled:
             self.call_from_thread(self._ranked, ranking, orders, version, notes)
+
+    def _rank_apart(self, rows: list[Row], topics: list[str], folder: Path) -> Ranking | None:
+        """Trained in a process of its own, so the keys never wait on it (None: it could not)."""
+        assert self.texts is not None
+        path = self.texts.cache_path(self.cache_dir)
+        job = Job(path, self.texts.location, folder, topics, with_estimate=True)
+        try:
+            ranking = self.trainer.rank(job, rows, self.texts, self._features)
+        except TrainerError as exc:
+            if not self._trainer_failed:
+                self._trainer_failed = True
+                note = f"The personal model trains in the review UI's process: {exc}."
+                self.call_from_thread(self.notify, note, timeout=6)
+            return None
+        self._trained = None  # the child kept its training on disk: read it if this process trains
+        return ranking
+
+    def _rank_here(self, rows: list[Row], topics: list[str], folder: Path) -> Ranking:
+        """Trained in this process, from the training a command (or the last session) kept:
+        unchanged decisions train nothing, and one more trains from its weights."""
+        assert self.texts is not None
+        if self._trained is None:
+            self._trained = Trained.load(folder)
+        saved = self._trained
+        previous = self.ranking.fit if self.ranking else None
+        ranking = rank(self.texts, rows, topics, previous, self._features, with_estimate=True, saved=saved)
+        if ranking.trained is not None and ranking.trained is not saved:
+            self._trained = ranking.trained
+            try:
+                ranking.trained.save(folder, saved)
+            except OSError:
+                pass  # only a cache: the next opening trains again
+        return ranking
 
     def _ranked(
         self, ranking: Ranking, orders: dict[Sort, list[str]], version: int, notes: list[str]
