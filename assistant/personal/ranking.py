@@ -156,6 +156,7 @@ class Ranking:
         )
         self._accepted = np.flatnonzero((self.labels.y == 1) & (self.labels.weight >= 1.0))
         self._rejected = np.flatnonzero(self.labels.y == 0)
+        self._gathered: dict[str, np.ndarray] = {}  # their embeddings, once asked for
 
     @property
     def personal(self) -> bool:
@@ -276,14 +277,20 @@ class Ranking:
         return {"words_for": named(order, 1.0), "words_against": named(order[::-1], -1.0)}
 
     def _nearest(self, i: int, group: np.ndarray, decision: str) -> list[Neighbour]:
-        """The papers of `group` (accepted, or rejected) nearest in meaning to paper i."""
-        group = group[group != i]
+        """The papers of `group` (the accepted, or the rejected) nearest in meaning to paper i."""
         if not len(group) or not self.features.dims:
             return []
         mine = self.features.vectors_of([i])[0]
         if not mine.any():
             return []
-        similar = np.einsum("ij,j->i", self.features.vectors_of(group), mine)
+        vectors = self._gathered.get(decision)
+        if vectors is None:  # gathered once per ranking: every paper shown asks again
+            vectors = self._gathered[decision] = self.features.vectors_of(group)
+        similar = np.einsum("ij,j->i", vectors, mine)
+        others = group != i
+        group, similar = group[others], similar[others]
+        if not len(group):
+            return []
         k = min(NEAREST, len(group))
         best = np.argpartition(-similar, k - 1)[:k]
         best = best[np.argsort(-similar[best], kind="stable")]
