@@ -21,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from assistant.cache import cache_file, read_pickle, write_pickle
+from assistant.cache import cache_file, no_collection, read_pickle, write_pickle
 from assistant.models import Paper, Status
 from assistant.order import queue_key
 from assistant.selection import Selection
@@ -207,7 +207,8 @@ class QueueIndex:
         try:
             data = read_pickle(path)
             if data.get("version") == CACHE_VERSION and data.get("location") == index.location:
-                index.rows = {t[0]: Row(*t) for t in data["rows"]}
+                with no_collection():
+                    index.rows = {t[0]: Row(*t) for t in data["rows"]}
                 index.stamp = float(data["stamp"])
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, KeyError, TypeError, ValueError):
             pass  # no usable cache: the index is rebuilt from the store
@@ -304,9 +305,27 @@ class QueueIndex:
     def order(self, sort: Sort) -> list[str]:
         """Every id in this sort order (computed once per change)."""
         if sort not in self._orders:
-            key = self._sort_key(sort)
-            self._orders[sort] = [r.id for r in sorted(self.rows.values(), key=key)]
+            if sort in PERSONAL_SORTS and self.ranking is None:
+                self._orders[sort] = self._engine_order()
+            else:
+                key = self._sort_key(sort)
+                self._orders[sort] = [r.id for r in sorted(self.rows.values(), key=key)]
         return self._orders[sort]
+
+    def _engine_order(self) -> list[str]:
+        """The engine's order (`queue_key` on the relevance), sorted by numpy: the queue's
+        first paint at 100k papers waited ~0.3 s on a sort by a Python key."""
+        import numpy as np
+
+        rows = list(self.rows.values())
+        ids = [r.id for r in rows]
+        score = np.array([-1.0 if r.relevance is None else r.relevance for r in rows], dtype=np.float64)
+        day = np.array([r.day or 0 for r in rows], dtype=np.int64)
+        # Sorted by id first; lexsort is stable and compares its last key first: -score, then
+        # -day, and equal ones stay in id order.
+        by_id = np.array(sorted(range(len(ids)), key=ids.__getitem__), dtype=np.int64)
+        perm = by_id[np.lexsort((-day[by_id], -score[by_id]))]
+        return [ids[i] for i in perm]
 
     def view(
         self, selection: Selection, sort: Sort, text: str = "", always: Collection[str] = ()

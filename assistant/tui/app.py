@@ -105,7 +105,7 @@ class ReviewApp(Decisions, Navigation):
         if trains_apart(len(self.index.rows)):
             self.trainer.start()  # it reads its libraries while the queue comes up
         if self.index.built:
-            settle_heap()
+            self.call_after_refresh(settle_heap)  # after the first paint
             self.refresh_store()
             self.retrain()
         else:

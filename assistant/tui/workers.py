@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.worker import Worker, get_current_worker
@@ -21,9 +22,11 @@ from assistant.personal import Ranking, load_features, rank
 from assistant.personal.features import cache_folder
 from assistant.personal.process import Job, TrainerError
 from assistant.personal.state import Trained
-from assistant.triage.assess import Prepared, assess_papers, prepare_llm
 from assistant.tui.screens import ConfirmScreen
 from assistant.tui.view import QueueView
+
+if TYPE_CHECKING:
+    from assistant.triage.assess import Prepared
 
 RETRAIN_AFTER = 0.4  # seconds after the last decision before the personal model retrains
 # From this many papers the personal model trains in a process of its own (a retrain holds the
@@ -268,6 +271,8 @@ class Workers(QueueView):
             self.call_from_thread(self.say, f"Assessing with the {engine}: {done} / {total}…")
 
         self.call_from_thread(self.say, f"Assessing {len(ids)} paper(s) with the {engine}…")
+        from assistant.triage.assess import assess_papers  # the engines' libraries: read when used
+
         outcome = assess_papers(
             self.store, self.settings, self.agenda, ids, force=force, on_progress=progress
         )
@@ -302,6 +307,8 @@ class Workers(QueueView):
     def plan_assessment(self, ids: list[str]) -> None:
         if self.agenda is None:
             raise RuntimeError("there is no agenda to assess against: write agenda.md ('triage init')")
+        from assistant.triage.assess import prepare_llm
+
         prepared = prepare_llm(self.store, self.settings, self.agenda, ids, force=False)
         self.call_from_thread(self._confirm_assessment, prepared, ids)
 
