@@ -747,3 +747,27 @@ def test_the_personal_model_trains_in_a_process_of_its_own(
     drive(app, script)
     for running in children:
         assert running.poll() is not None  # closed with the UI
+
+
+def test_the_first_blended_order_keeps_the_cursor_where_the_decisions_led(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    """The first blended ranking relabels the score column, which redraws the table: the
+    cursor stays on an undecided paper, not on the top row (a decided paper the next key would
+    decide again)."""
+    app = make_app(assessed, tmp_path)
+    app.schedule_retrain = lambda: None  # type: ignore[method-assign]
+
+    async def script(pilot: Pilot[None]) -> None:
+        await pilot.press("a", "x", "x", "x", "x", "x")
+        assert app.table.cursor_row == 6 and app.ranking is not None and not app.ranking.personal
+        app.retrain()
+        await settle(pilot)
+        assert app.ranking.personal and app.table.score_label == "blend"
+        current = app.current_id()
+        assert current is not None and app.index.rows[current].status is Status.NEW
+        await pilot.press("a")
+        decided = [r for r in app.index.rows.values() if r.status is not Status.NEW]
+        assert len(decided) == 7  # seven keys, seven papers decided
+
+    drive(app, script)

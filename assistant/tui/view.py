@@ -188,11 +188,11 @@ class QueueView(App[None]):
             return (rows[i] for i in self.pinned if i in rows and self.in_view(rows[i]))
         return self.index.view(self.selection, self.sort, self.text, always=self.sticky)
 
-    def reload(self, keep_current: bool = True) -> None:
-        """Show the current view, with the highlighted paper still highlighted if it is in the
-        view's first pages (else from the top)."""
+    def reload(self, keep_current: bool = True, keep: str | None = None) -> None:
+        """Show the current view, with the highlighted paper (or `keep`) still highlighted if
+        it is in the view's first pages (else from the top)."""
         self._generation += 1
-        keep = self.current_id() if keep_current else None
+        keep = keep or (self.current_id() if keep_current else None)
         if keep and not (keep in self.index.rows and self.in_view(self.index.rows[keep])):
             keep = None
         self.table.fill(self.rows_in_view(), keep, KEEP_DEPTH)

@@ -212,6 +212,8 @@ class Workers(QueueView):
         if version != self.index.version and self._retrain_pending:
             return  # the rows changed while it trained and another retrain is on its way
         before = self.ranking
+        # Where the cursor is, read before the score column's new label empties the table.
+        current, at_top = self.current_id(), self.table.cursor_row == 0
         self.ranking = ranking
         self.table.score_of = ranking.score if ranking.personal else None
         label = "blend" if ranking.personal else "relevance"
@@ -229,8 +231,8 @@ class Workers(QueueView):
             # The first blended order replaces the engine's: if the researcher has not moved
             # off the first row, the top of the blended queue is where the cursor belongs.
             first = before is None or not before.personal
-            advanced = self._advanced_to is not None and self.current_id() == self._advanced_to
-            self.reload(keep_current=not (first and self.table.cursor_row == 0))
+            advanced = self._advanced_to is not None and current == self._advanced_to
+            self.reload(keep=None if first and at_top else current)
             self.follow_new_order(advanced)
         else:
             self.update_summary()
