@@ -68,6 +68,15 @@ def default_answer(
     }
 
 
+class Server(ThreadingHTTPServer):
+    """A thread per connection, and a listen backlog as deep as a real server's (socketserver's
+    default is 5: of 8 or 32 clients connecting at once, the kernel dropped the connections beyond
+    it and those clients waited TCP's one-second retransmission before they were let in)."""
+
+    request_queue_size = 128
+    daemon_threads = True
+
+
 # Faults a real endpoint shows, by name (see FakeLLM.faults).
 FAULTS = ("429", "500", "garbage", "truncate")
 
@@ -91,6 +100,7 @@ class FakeLLM:
         self.random = random.Random(seed)
         self.script: list[Behaviour] = []
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # the HTTP headers of each request (names in lower case)
         self.arrivals: list[float] = []  # time.time() at which each request arrived
         self.errors_sent: list[tuple[float, int]] = []  # (time.time(), status) of each error sent
         # A gullible model: when a paper's text contains this phrase (or one of these), it obeys
@@ -100,8 +110,7 @@ class FakeLLM:
         self.obey_scope = "request"
         self.batches: list[list[str]] = []  # the paper ids of each answered request, in order
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
+        self.server = Server(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -156,6 +165,19 @@ class FakeLLM:
             return answers[0]
         return {"papers": answers}
 
+    def reply(self, request: dict[str, Any], behaviour: Behaviour) -> tuple[int, bytes]:
+        """The status and body this behaviour answers the request with."""
+        if behaviour.status != 200:
+            error = {"error": {"message": f"fake error {behaviour.status}", "type": "fake", "code": None}}
+            return behaviour.status, json.dumps(error).encode()
+        if behaviour.body is not None:
+            return 200, behaviour.body.encode()
+        args = self.answer(request)
+        if behaviour.mutate:
+            args = behaviour.mutate(args)
+        body = json.dumps(completion_json(request, json.dumps(args))).encode()
+        return 200, body[: len(body) // 2] if behaviour.truncate else body
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
@@ -187,36 +209,25 @@ class FakeLLM:
                 self._send(200, json.dumps({"calls": fake.calls}).encode(), {})
 
             def do_POST(self) -> None:  # noqa: N802
+                arrived = time.monotonic()
                 length = int(self.headers.get("Content-Length", "0"))
                 request = json.loads(self.rfile.read(length))
                 with fake.lock:
                     fake.arrivals.append(time.time())
                     fake.requests.append(request)
+                    fake.headers.append({k.lower(): v for k, v in self.headers.items()})
                 behaviour = fake._next()
+                status, body = fake.reply(request, behaviour)
                 # Errors come back at once, as a real endpoint's rate limiter answers; only
-                # answers take the model's time.
+                # answers take the model's time, counted from the request's arrival (the fake's
+                # own work is part of it, not added to it).
                 delay = behaviour.latency if behaviour.latency is not None else fake.latency
                 if delay and (behaviour.status == 200 or behaviour.latency is not None):
-                    time.sleep(delay)
-                if behaviour.status != 200:
-                    error = {
-                        "error": {"message": f"fake error {behaviour.status}", "type": "fake", "code": None}
-                    }
-                    self._send(behaviour.status, json.dumps(error).encode(), behaviour.headers)
+                    time.sleep(max(0.0, arrived + delay - time.monotonic()))
+                self._send(status, body, behaviour.headers)
+                if status != 200:
                     with fake.lock:
-                        fake.errors_sent.append((time.time(), behaviour.status))
-                    return
-                if behaviour.body is not None:
-                    self._send(200, behaviour.body.encode(), behaviour.headers)
-                    return
-                args = fake.answer(request)
-                if behaviour.mutate:
-                    args = behaviour.mutate(args)
-                completion = completion_json(request, json.dumps(args))
-                body = json.dumps(completion).encode()
-                if behaviour.truncate:
-                    body = body[: len(body) // 2]
-                self._send(200, body, behaviour.headers)
+                        fake.errors_sent.append((time.time(), status))
 
         return Handler
 

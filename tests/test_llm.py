@@ -27,6 +27,7 @@ from assistant.config import Settings, load_settings
 from assistant.errors import ConfigError
 from assistant.models import Paper
 from assistant.store import Store
+from assistant.triage import llm as llm_module
 from assistant.triage.llm import AssessFailure, LLMEngine, paper_block, retry_after_seconds
 from assistant.triage.prompts import load_prompts
 from assistant.triage.runner import (
@@ -207,6 +208,66 @@ def test_paper_text_reaches_the_model_as_written_not_as_a_template(fake: FakeLLM
     assert odd.id in result.assessments
     user = fake.requests[0]["messages"][1]["content"]
     assert "{{ 7*7 }}" in user and "{% if x %}" in user and "{#x#}" in user
+
+
+@pytest.mark.parametrize("mode", ["tools", "json"])
+def test_a_call_sends_what_chat_completions_create_would_send(fake: FakeLLM, mode: str) -> None:
+    """A call is posted as the JSON it is, not through `chat.completions.create` (whose transform
+    of every value by its declared type was a fifth of the event loop's time per call): the
+    same body and the same key go out."""
+    eng = engine(fake, mode)
+
+    async def go() -> None:
+        try:
+            await eng.assess(PAPERS[:1], ["adapters"])
+            await eng.client.chat.completions.create(**fake.requests[0])
+        finally:
+            await eng.client.close()
+
+    asyncio.run(go())
+    ours, theirs = fake.requests
+    assert ours == theirs and ours["messages"][1]["content"].count("<<<PAPER-") == 1
+    assert ("tools" in ours) == (mode == "tools") and ("response_format" in ours) == (mode == "json")
+    assert [h.get("authorization") for h in fake.headers] == ["Bearer sk-test"] * 2
+    assert set(fake.headers[0]) == set(fake.headers[1])
+
+
+def test_the_request_is_prepared_once_per_response_model(
+    fake: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """instructor's `create` prepared the response model and the request (schema, tools) again on
+    every call, several times over; the engine has instructor prepare them once."""
+    prepared: list[Any] = []
+    real = llm_module.handle_response_model
+
+    def counted(response_model: Any, **kw: Any) -> Any:
+        prepared.append(response_model)
+        return real(response_model, **kw)
+
+    monkeypatch.setattr(llm_module, "handle_response_model", counted)
+    eng = engine(fake)
+
+    async def go() -> None:
+        try:
+            for paper in PAPERS[:3]:
+                await eng.assess([paper])
+            await eng.assess(PAPERS[:2])
+            await eng.assess(PAPERS[2:4])
+        finally:
+            await eng.client.close()
+
+    asyncio.run(go())
+    assert len(prepared) == 2 and fake.calls == 5
+    assert [len(r["messages"]) for r in fake.requests] == [2] * 5
+
+
+def test_a_network_retry_after_a_re_ask_starts_again_from_the_calls_messages(fake: FakeLLM) -> None:
+    drop_topic: Any = lambda a: {**a, "topics": a["topics"][:2]}  # noqa: E731
+    fake.script = [Behaviour(mutate=drop_topic), Behaviour(status=500)]
+    result = assess(engine(fake, sleeps=[]), PAPERS[:1])
+    assert PAPERS[0].id in result.assessments and fake.calls == 3
+    first, reask, again = (r["messages"] for r in fake.requests)
+    assert len(reask) > len(first) and again == first
 
 
 def test_prompt_overrides_are_checked_against_the_defaults(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ papers apart, and `triage show` prints nothing a terminal would act on."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import json
 import os
@@ -32,7 +33,7 @@ from assistant.store import Store
 from assistant.triage.injection import instruction_hint, instruction_like
 from assistant.triage.llm import LLMEngine
 from assistant.triage.prompts import load_prompts
-from assistant.triage.runner import RunReport, plan_run, run_plan
+from assistant.triage.runner import RunReport, frozen_heap, plan_run, run_plan
 from assistant.triage.writer import Writer
 
 AGENDA_TEXT = (
@@ -149,6 +150,45 @@ def test_a_result_for_a_deleted_paper_does_not_cost_the_others_in_its_write(stor
     assert writer.removed == [batch[1].id] and writer.unsaved == {} and writer.error is None
     kept = {i.paper.id: i.assessment for i in store.iter_all()}
     assert set(kept) == {batch[0].id, batch[2].id} and all(a is not None for a in kept.values())
+
+
+def test_closing_the_writer_writes_the_last_results_at_once(store: Store) -> None:
+    """The last results waited out the writer's interval before `close` wrote them: up to
+    WRITE_INTERVAL added to every run."""
+    batch = papers(2)
+    store.upsert_papers(batch)
+    done = {p.id: Assessment(relevance=5.0, engine="llm", key=f"k{i}") for i, p in enumerate(batch)}
+
+    async def go() -> float:
+        writer = Writer(store, interval=60.0)
+        writer.put({batch[0].id: done[batch[0].id]}, {})  # written at once
+        await asyncio.sleep(0.2)
+        writer.put({batch[1].id: done[batch[1].id]}, {})  # waits for the interval, or a close
+        await asyncio.sleep(0.05)
+        start = time.monotonic()
+        assert await writer.close(timeout=60)
+        return time.monotonic() - start
+
+    assert asyncio.run(go()) < 30
+    assert all(i.assessment is not None for i in store.iter_all())
+
+
+def test_a_run_leaves_the_heap_it_starts_with_out_of_full_collections(store: Store) -> None:
+    """A full pass of the garbage collector over everything the process holds stalled the event
+    loop for ~100 ms, every call in flight waiting; a run freezes what exists when it starts (runs
+    at once in several threads: until the last ends), and what it makes is collected as usual."""
+    assert gc.get_freeze_count() == 0
+    with frozen_heap():
+        frozen = gc.get_freeze_count()
+        with frozen_heap():
+            assert gc.get_freeze_count() >= frozen > 0
+        assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == 0
+    store.upsert_papers(papers(3))
+    during: list[int] = []
+    with FakeLLM() as fake:
+        report = run(store, make_engine(fake), on_update=lambda r: during.append(gc.get_freeze_count()))
+    assert report.done == 3 and len(during) == 3 and min(during) > 0 and gc.get_freeze_count() == 0
 
 
 def test_a_store_that_cannot_be_written_stops_the_run_with_the_reason(

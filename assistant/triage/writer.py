@@ -1,16 +1,20 @@
 """The LLM run's one writer: results go to the store in the order they arrive, grouped.
 
-A store write has a fixed cost of ~25 ms during which the event loop stalls, so under load the
-writer writes at most every WRITE_INTERVAL seconds, everything that arrived meanwhile in one
-write. A write that fails never stops the writer (a writer that died left `close` waiting for
-ever, and a run idle with nothing in flight): a paper deleted while the run went on (`triage
-rm`, the review screen) is set aside as removed and the rest of its write is written again; any
-other failure is recorded with the papers it concerned and the run stops starting calls.
+A store write has a fixed cost (with Chroma open in the process, ~5 ms + 0.45 ms a paper during
+which the event loop stalls: Chroma's bindings hold the GIL), so under load the writer writes at
+most every WRITE_INTERVAL seconds, everything that arrived meanwhile in one write (longer
+intervals made longer stalls, and runs no faster); `close` cuts that wait short (the last results
+are written at once: waiting out the interval added up to WRITE_INTERVAL to every run). A write
+that fails never stops the writer (a writer that died left `close` waiting for ever, and a run
+idle with nothing in flight): a paper deleted while the run went on (`triage rm`, the review
+screen) is set aside as removed and the rest of its write is written again; any other failure is
+recorded with the papers it concerned and the run stops starting calls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -68,6 +72,7 @@ class Writer:
         self.unsaved: dict[str, str] = {}
         self.error: str | None = None
         self.pending: set[str] = set()  # papers whose result is queued or being written
+        self.closing = asyncio.Event()
         self.queue: asyncio.Queue[tuple[dict[str, Assessment], Failed] | None] = asyncio.Queue()
         self.task = asyncio.ensure_future(self._run())
 
@@ -85,7 +90,8 @@ class Writer:
             closing = first is None
             wait = self.last + self.interval - loop.time()
             if wait > 0 and not closing:
-                await asyncio.sleep(wait)
+                with contextlib.suppress(TimeoutError):  # over: the interval, or the run
+                    await asyncio.wait_for(self.closing.wait(), wait)
             self.last = loop.time()
             while not self.queue.empty():
                 item = self.queue.get_nowait()
@@ -138,6 +144,7 @@ class Writer:
         """Write what is queued and stop; False when that took longer than timeout (the writes
         still under way are given up on: their papers are assessed again by the next run)."""
         self.queue.put_nowait(None)
+        self.closing.set()
         try:
             await asyncio.wait_for(asyncio.shield(self.task), timeout)
         except TimeoutError:
