@@ -742,8 +742,7 @@ def test_the_personal_model_trains_in_a_process_of_its_own(
             assert running is not None and running.pid != os.getpid() and running.poll() is None
             children.append(running)
         else:
-            assert running is None
-            assert any("trains in the review UI's process" in n.message for n in app._notifications)
+            assert running is None and app._trainer_failed  # said once, in a notification
         command = store_ranking(reopen(assessed), cache_dir=tmp_path / "elsewhere").ranking
         ours = app.ranking
         theirs = [command.blended[command.position[i]] for i in ours.ids]

@@ -192,7 +192,7 @@ class QueueView(App[None]):
         """Show the current view, with the highlighted paper (or `keep`) still highlighted if
         it is in the view's first pages (else from the top)."""
         self._generation += 1
-        keep = keep or (self.current_id() if keep_current else None)
+        keep = (keep or self.current_id()) if keep_current else None
         if keep and not (keep in self.index.rows and self.in_view(self.index.rows[keep])):
             keep = None
         self.table.fill(self.rows_in_view(), keep, KEEP_DEPTH)

@@ -232,7 +232,7 @@ class Workers(QueueView):
             # off the first row, the top of the blended queue is where the cursor belongs.
             first = before is None or not before.personal
             advanced = self._advanced_to is not None and current == self._advanced_to
-            self.reload(keep=None if first and at_top else current)
+            self.reload(keep_current=not (first and at_top), keep=current)
             self.follow_new_order(advanced)
         else:
             self.update_summary()
