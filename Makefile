@@ -21,7 +21,7 @@ demo: $(VENV)/.demo
 	$(BIN)/triage demo
 
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy

@@ -64,10 +64,24 @@ _ENV_VARS = (
 )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An empty HOME for the fixtures that outlive a test (store templates made before any
+    test's `isolated`): one per session, so one per pytest-xdist worker, never the user's."""
+    home = tmp_path_factory.mktemp("session") / "home"
+    with pytest.MonkeyPatch.context() as patch:
+        _home(home, patch)
+        yield home
+
+
 @pytest.fixture(autouse=True)
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test runs in its own cwd with an empty HOME and no triage/OpenAI environment."""
-    home = tmp_path / "home"
+    return _isolate(tmp_path, monkeypatch)
+
+
+def _home(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`home` (made) as HOME and the XDG folders in it; no triage/OpenAI environment."""
     home.mkdir()
     for var in _ENV_VARS:
         monkeypatch.delenv(var, raising=False)
@@ -76,10 +90,64 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    work = tmp_path / "work"
+
+
+def _isolate(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """root/home as HOME (`_home`), root/work as the cwd: that cwd."""
+    _home(root / "home", monkeypatch)
+    work = root / "work"
     work.mkdir()
     monkeypatch.chdir(work)
     return work
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`triage demo --top 3` run once per session (per pytest-xdist worker), in a process of its
+    own so that all it wrote is on disk, with a home and cwd laid out as `isolated` lays them."""
+    root = tmp_path_factory.mktemp("demo")
+    with pytest.MonkeyPatch.context() as patch:
+        work = _isolate(root, patch)
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "triage"), "demo", "--top", "3"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (work / "store").is_dir() and (work / "agenda.md").is_file()
+    return root
+
+
+@pytest.fixture
+def demo_store(demo_template: Path, isolated: Path) -> Path:
+    """This test's home and cwd as `triage demo --top 3` leaves them (a copy of the session's
+    `demo_template`, cheaper than importing and assessing the sample in every test): its cwd."""
+    shutil.copytree(demo_template / "home", isolated.parent / "home", dirs_exist_ok=True)
+    shutil.copytree(demo_template / "work", isolated, dirs_exist_ok=True)
+    return isolated
+
+
+# The modules that take longest, run first: `make test` runs the suite on two pytest-xdist
+# workers (`-n 2 --dist loadfile --no-loadscope-reorder`), which take whole modules in this
+# order, so that no long module starts last while the other worker has nothing left to do.
+SLOW_MODULES_FIRST = (
+    "test_corpus.py",
+    "test_disk.py",
+    "test_fidelity_consumers.py",
+    "test_tui.py",
+    "test_concurrency.py",
+    "test_personal.py",
+    "test_cli.py",
+    "test_mirror.py",
+    "test_personal_fast.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOW_MODULES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: else as collected
 
 
 _real_connect = socket.socket.connect
