@@ -41,8 +41,7 @@ def test_demo_imports_assesses_and_ranks_offline(isolated: Path) -> None:
     assert "up to date" in again.output and again.exit_code == 0
 
 
-def test_ranked_and_show_mark_assessments_of_an_earlier_agenda(isolated: Path) -> None:
-    assert run("demo", "--top", "3").exit_code == 0
+def test_ranked_and_show_mark_assessments_of_an_earlier_agenda(isolated: Path, demo_store: Path) -> None:
     first = json.loads(run("ranked", "--json", "--top", "1").output.splitlines()[0])["paper"]["id"]
     assert "stale" not in run("ranked", "--top", "5").output + run("show", first).output
     agenda = isolated / "agenda.md"
@@ -116,10 +115,9 @@ def test_init_writes_an_agenda_that_parses() -> None:
     assert "Multilingual" in result.output and "negative" in result.output
 
 
-def test_ranked_shows_the_papers_still_to_decide_unless_asked(isolated: Path) -> None:
+def test_ranked_shows_the_papers_still_to_decide_unless_asked(isolated: Path, demo_store: Path) -> None:
     """The README's recipe `triage ranked --json --top 8 | triage list add NAME -` must not file
     a rejected paper: by default the queue is the undecided papers."""
-    assert run("demo", "--top", "3").exit_code == 0
 
     def ids(*args: str) -> list[str]:
         result = run("ranked", "--json", *args)
@@ -208,24 +206,22 @@ def test_rm_deletes_papers_and_undoes_the_last_import(tmp_path: Path) -> None:
     assert set(left["paper"]["sources"]) == {"jsonl:good.jsonl", "jsonl:other.jsonl"}
 
 
-def test_ranked_shows_the_researchers_own_tags(isolated: Path) -> None:
+def test_ranked_shows_the_researchers_own_tags(isolated: Path, demo_store: Path) -> None:
     from assistant.config import load_settings
     from assistant.store import Store
 
-    assert run("demo", "--top", "3").exit_code == 0
     first = json.loads(run("ranked", "--json", "--top", "1").output.splitlines()[0])["paper"]["id"]
     Store.open(load_settings(store=isolated / "store")).update_decision(first, tags=["for-thesis"])
     assert "for-thesis" in run("ranked", "--top", "3").output
     assert "your tags for-thesis" in run("show", first).output
 
 
-def test_doctor_probes_the_llm_endpoint(isolated: Path) -> None:
+def test_doctor_probes_the_llm_endpoint(isolated: Path, demo_store: Path) -> None:
     """The LLM row used to say ok whatever the endpoint did: it now asks it (the models list)."""
     from fake_llm import FakeLLM
 
     from conftest import free_port
 
-    assert run("demo", "--top", "3").exit_code == 0
     with FakeLLM() as fake:
         up = runner.invoke(app, ["doctor"], env={"COLUMNS": "200", "OPENAI_BASE_URL": fake.url})
     assert up.exit_code == 0, up.output
@@ -235,8 +231,7 @@ def test_doctor_probes_the_llm_endpoint(isolated: Path) -> None:
     assert down.exit_code == 1 and "cannot reach it" in down.output
 
 
-def test_agenda_warns_about_words_too_common_to_tell_papers_apart(isolated: Path) -> None:
-    assert run("demo", "--top", "3").exit_code == 0
+def test_agenda_warns_about_words_too_common_to_tell_papers_apart(isolated: Path, demo_store: Path) -> None:
     agenda = isolated / "agenda.md"
     text = agenda.read_text(encoding="utf-8")
     quiet = run("agenda")

@@ -207,8 +207,7 @@ def test_a_check_counts_decisions_made_outside_it() -> None:
     assert again.result(decisions) == check.result(decisions)
 
 
-def test_triage_check_samples_at_random_and_says_when_to_stop(isolated: Path) -> None:
-    assert runner.invoke(app, ["demo", "--top", "3"]).exit_code == 0
+def test_triage_check_samples_at_random_and_says_when_to_stop(demo_store: Path) -> None:
     none = runner.invoke(app, ["check", "--status"])
     assert none.exit_code == 1 and "no check under way" in none.output
     # Decide two random papers (reject both), then quit.
