@@ -3,9 +3,9 @@
 `store_ranking` is what the commands use: it reads every paper's index row from the store,
 brings the cached text features up to date, trains and ranks. What the training made is kept
 beside the features (`state`): the same decisions are not trained again, and one more decision
-trains from the kept weights. Neither needs scikit-learn or scipy: only a paper whose text is
-new is read through the vectorizer. The review UI keeps its own rows and features and calls
-`rank` after each decision.
+trains from the kept weights (the estimate's fold models too). Neither needs scikit-learn or
+scipy, nor does reading a new paper's text (`tfidf`: the kept vectorizer's transform in numpy).
+The review UI keeps its own rows and features and calls `rank` after each decision.
 """
 
 from __future__ import annotations

@@ -9,9 +9,14 @@ index, the cache is derived state: deleting it costs one rebuild.
 The cache is a small pickle (the ids, the stamps, which files hold the rows) beside a folder of
 plain `.npy` arrays: the TF-IDF rows (data, indices, indptr) and the vectors, memory-mapped
 when read, so a command that ranks reads them without scikit-learn or scipy. The fitted
-vectorizer has a file of its own, read only when new or changed texts must be transformed.
+vectorizer has a file of its own, read only when the vocabulary is fitted again; new or changed
+texts are transformed by `tfidf.Transform`, the vectorizer's transform in numpy, kept beside it
+(scikit-learn transforms them only when that file is missing or the vectorizer uses an option
+it does not repeat).
 Files are named by a random generation written into the pickle last, so a reader never sees
-half of a new generation.
+half of a new generation. New papers (an import) are appended to the generation's files, whose
+rows before them stay as they were: a reader takes as many rows as its pickle names, so one that
+read the pickle before the append reads the rows it names.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from assistant.cache import cache_file, read_pickle, write_pickle
+from assistant.personal.arrays import append_array, is_token, locked, mapped, save_array, save_text
 from assistant.personal.csr import CSR
+from assistant.personal.tfidf import Transform
 
 if TYPE_CHECKING:
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -38,6 +45,7 @@ REFIT_GROWTH = 1.25
 REFRESH_OVERLAP = 10.0  # seconds: a write is stamped a moment before it commits
 WORD_FEATURES = 20_000
 ROW_FILES = ("data", "indices", "indptr", "vectors", "digests")
+APPEND_LOCK = "append.lock"  # held by the one writer appending new papers to the files
 
 
 def features_cache(location: str, cache_dir: Path | None = None) -> Path:
@@ -80,22 +88,68 @@ class TextFeatures:
     ):
         self.location = location
         self.ids = list(ids)
-        self.words = CSR.empty() if words is None else CSR.of(words)
-        self.vectors = np.zeros((0, 0), dtype=np.float32) if vectors is None else vectors
+        self._words = CSR.empty() if words is None else CSR.of(words)
+        self._vectors = np.zeros((0, 0), dtype=np.float32) if vectors is None else vectors
         self.fitted_on = fitted_on
         self.stamp = stamp
         self.position = position if position is not None else {pid: i for i, pid in enumerate(self.ids)}
         self.version = version  # bumped whenever a row changes
         # Of each paper's text, to skip unchanged ones (a decision stamps a paper too).
-        self.digests = np.zeros(len(self.ids), dtype=np.uint64)
+        self._digests = np.zeros(len(self.ids), dtype=np.uint64)
+        # New papers not put after the others yet (rows, vectors, digests): saved, they are
+        # appended to the files and read back from them, never copied with the others.
+        self._tail: list[tuple[CSR, np.ndarray, np.ndarray]] = []
+        self._on_disk = 0  # rows of this generation in its files (0: none, or rows replaced)
         # Names the rows as they are on disk: the fitted state is kept for one generation.
         self.generation = ""
         self.vocabulary = ""  # names the vectorizer's generation
         self._tfidf = tfidf
         self._tfidf_file: Path | None = None
+        self._transform: Transform | None = None  # the vectorizer's transform in numpy
         self._terms: list[str] | None = None
         self._saved = (-1, -1.0)  # (version, stamp) as last saved
         self._missing: tuple[int, int] | None = None  # (version, papers without a vector)
+
+    @property
+    def words(self) -> CSR:
+        self._settle()
+        return self._words
+
+    @words.setter
+    def words(self, value: CSR) -> None:
+        self._settle()
+        self._words = value
+
+    @property
+    def vectors(self) -> np.ndarray:
+        self._settle()
+        return self._vectors
+
+    @vectors.setter
+    def vectors(self, value: np.ndarray) -> None:
+        self._settle()
+        self._vectors = value
+
+    @property
+    def digests(self) -> np.ndarray:
+        self._settle()
+        return self._digests
+
+    @digests.setter
+    def digests(self, value: np.ndarray) -> None:
+        self._settle()
+        self._digests = value
+
+    def _settle(self) -> None:
+        """Put the new papers not saved yet after the others, in memory."""
+        if not self._tail:
+            return
+        tail, self._tail = self._tail, []
+        width = self._vectors.shape[1] if len(self._vectors) else tail[0][1].shape[1]
+        self._words = self._words.vstack(CSR.stack([rows for rows, _, _ in tail], self._words.shape[1]))
+        self._vectors = np.vstack([np.asarray(self._vectors).reshape(-1, width), *(v for _, v, _ in tail)])
+        self._digests = np.concatenate([np.asarray(self._digests), *(d for _, _, d in tail)])
+        self._on_disk = 0  # the rows on disk are no longer these: a save writes them all
 
     @property
     def tfidf(self) -> TfidfVectorizer | None:
@@ -106,7 +160,26 @@ class TextFeatures:
 
     @tfidf.setter
     def tfidf(self, value: TfidfVectorizer | None) -> None:
-        self._tfidf, self._tfidf_file, self._terms = value, None, None
+        self._tfidf, self._tfidf_file, self._terms, self._transform = value, None, None, None
+
+    def transformer(self) -> Transform | None:
+        """The vectorizer's transform in numpy: read from its file, or made from the vectorizer
+        when that is in memory; None when neither can be had (scikit-learn transforms then)."""
+        if self._transform is None:
+            if self._tfidf is not None:
+                self._transform = Transform.of(self._tfidf)
+            elif self._tfidf_file is not None:
+                self._transform = Transform.load(self._tfidf_file.with_suffix(".transform"))
+        return self._transform
+
+    def transform(self, documents: Sequence[str]) -> CSR | None:
+        """The TF-IDF rows of these documents by the kept vectorizer (None when there is none
+        that can be read), in numpy when its transform is kept, else by scikit-learn."""
+        numpy_transform = self.transformer()
+        if numpy_transform is not None:
+            return numpy_transform.transform(documents)
+        tfidf = self._vectorizer()
+        return CSR.of(tfidf.transform(list(documents))) if tfidf is not None else None
 
     @property
     def built(self) -> bool:
@@ -162,23 +235,26 @@ class TextFeatures:
             return None
         folder, generation = cache_folder(path), str(data["generation"])
         # Mapped, not read: a ranking reads the rows it trains on and one pass to score.
-        arrays = {name: _mapped(folder / f"{generation}.{name}.npy") for name in ROW_FILES}
+        arrays = {name: mapped(folder / f"{generation}.{name}.npy") for name in ROW_FILES}
         ids = list(data["ids"])
         shape = (len(ids), int(data["columns"]))
-        indptr = np.asarray(arrays["indptr"], dtype=np.int64)
-        words = CSR(arrays["data"], arrays["indices"], indptr, shape)
-        vectors = arrays["vectors"]
+        # The files may hold rows appended after this pickle was written: the ones it names come
+        # first.
+        indptr = np.asarray(arrays["indptr"][: len(ids) + 1], dtype=np.int64)
+        entries = int(indptr[-1]) if len(indptr) else 0
+        vectors = arrays["vectors"][: len(ids)]
         if (
             len(indptr) != len(ids) + 1
             or indptr[0] != 0
-            or indptr[-1] != len(arrays["data"])
-            or len(arrays["data"]) != len(arrays["indices"])
+            or len(arrays["data"]) < entries
+            or len(arrays["indices"]) < entries
             or bool((np.diff(indptr) < 0).any())
             or vectors.ndim != 2
             or len(vectors) != len(ids)
-            or len(arrays["digests"]) != len(ids)
+            or len(arrays["digests"]) < len(ids)
         ):
             raise ValueError("rows and ids differ")
+        words = CSR(arrays["data"][:entries], arrays["indices"][:entries], indptr, shape)
         features = cls(
             location=location,
             ids=ids,
@@ -187,7 +263,8 @@ class TextFeatures:
             fitted_on=int(data["fitted_on"]),
             stamp=float(data["stamp"]),
         )
-        features.digests = np.asarray(arrays["digests"])
+        features.digests = np.asarray(arrays["digests"][: len(ids)])
+        features._on_disk = len(ids)
         features.generation, features.vocabulary = generation, str(data["vocabulary"])
         features._missing = (features.version, int(data["missing"]))
         try:  # the stamp moved on since the pickle was written (see `save`)
@@ -211,10 +288,18 @@ class TextFeatures:
         folder.mkdir(parents=True, exist_ok=True)
         rows_changed = not self.generation or self._saved[0] != self.version
         if not rows_changed and self.vocabulary and self._tfidf_file is not None and path.exists():
-            _save_text(folder / f"{self.generation}.stamp", repr(self.stamp))
+            save_text(folder / f"{self.generation}.stamp", repr(self.stamp))
             self._saved = (self.version, self.stamp)
             return
+        if rows_changed and self._tail and self.vocabulary and self._tfidf_file is not None:
+            # One writer at a time appends, and only to the rows the pickle on disk names.
+            with locked(folder / APPEND_LOCK) as held:
+                if held and self._append(folder, path):
+                    self._save_transform()
+                    self._write_pickle(path)
+                    return
         if rows_changed:
+            self._settle()
             self.generation = secrets.token_hex(8)
             arrays: dict[str, np.ndarray] = {
                 "data": np.asarray(self.words.data, dtype=np.float64),
@@ -224,7 +309,8 @@ class TextFeatures:
                 "digests": np.asarray(self.digests, dtype=np.uint64),
             }
             for name, array in arrays.items():
-                _save_array(folder / f"{self.generation}.{name}.npy", array)
+                save_array(folder / f"{self.generation}.{name}.npy", array)
+            self._on_disk = len(self.ids)
         if not self.vocabulary or self._tfidf_file is None:
             tfidf = self.tfidf
             if tfidf is not None:
@@ -232,6 +318,22 @@ class TextFeatures:
                 self._tfidf_file = folder / f"{self.vocabulary}.tfidf"
                 write_pickle(self._tfidf_file, tfidf)
                 write_pickle(self._tfidf_file.with_suffix(".terms"), self.terms())
+        self._save_transform()
+        self._write_pickle(path)
+        keep = {self.generation, self.vocabulary}
+        for file in folder.iterdir():
+            # Only files of another generation or vocabulary go (named by a token, as these
+            # are); the folder holds other derived state too (the kept training, the rows).
+            token = file.name.split(".")[0]
+            if file.suffix == ".tmp":
+                if time.time() - file.stat().st_mtime < 60:
+                    continue  # another process is writing it
+            elif token in keep or not is_token(token):
+                continue
+            file.unlink(missing_ok=True)
+
+    def _write_pickle(self, path: Path) -> None:
+        """The pickle that names the rows on disk (written last)."""
         payload = {
             "version": CACHE_VERSION,
             "location": self.location,
@@ -245,13 +347,65 @@ class TextFeatures:
         }
         write_pickle(path, payload)
         self._saved = (self.version, self.stamp)
-        keep = {self.generation, self.vocabulary}
-        for file in folder.iterdir():
-            if file.name.split(".")[0] in keep or file.name.startswith("fit"):
-                continue
-            if file.suffix == ".tmp" and time.time() - file.stat().st_mtime < 60:
-                continue  # another process is writing it
-            file.unlink(missing_ok=True)
+
+    def _append(self, folder: Path, path: Path) -> bool:
+        """Append the new papers to the generation's files and read the rows back from them
+        (False, nothing read back, when they cannot be: the rows are then written anew). Only
+        when the pickle at `path` names the rows these were read with, and the files hold no
+        more: no other writer came between."""
+        pending = sum(len(rows) for rows, _, _ in self._tail)
+        if not self.generation or not self._on_disk or self._on_disk + pending != len(self.ids):
+            return False
+        try:
+            on_disk = read_pickle(path)
+            if on_disk.get("generation") != self.generation or len(on_disk.get("ids", ())) != self._on_disk:
+                return False
+        except (OSError, ValueError, EOFError, AttributeError, TypeError):
+            return False
+        tail = self._tail
+        rows = CSR.stack([r for r, _, _ in tail], self._words.shape[1])
+        width = self._vectors.shape[1]
+        if any(v.shape[1] != width for _, v, _ in tail):
+            return False
+        entries = self._words.nnz
+        parts: dict[str, tuple[np.ndarray, int]] = {  # each file's new rows, after how many
+            "data": (np.asarray(rows.data, dtype=np.float64), entries),
+            "indices": (np.asarray(rows.indices, dtype=np.int32), entries),
+            "indptr": (np.asarray(rows.indptr[1:] + entries, dtype=np.int64), self._on_disk + 1),
+            "vectors": (np.vstack([v for _, v, _ in tail]).astype(np.float32), self._on_disk),
+            "digests": (np.concatenate([d for _, _, d in tail]).astype(np.uint64), self._on_disk),
+        }
+        try:
+            for name, (array, before) in parts.items():
+                if not append_array(folder / f"{self.generation}.{name}.npy", array, before):
+                    return False
+            arrays = {name: mapped(folder / f"{self.generation}.{name}.npy") for name in ROW_FILES}
+        except (OSError, ValueError):
+            return False
+        missing = self._missing[1] + int((~parts["vectors"][0].any(axis=1)).sum()) if self._missing else None
+        n = len(self.ids)
+        indptr = np.asarray(arrays["indptr"][: n + 1], dtype=np.int64)
+        end = int(indptr[-1])
+        self._tail = []
+        self._words = CSR(arrays["data"][:end], arrays["indices"][:end], indptr, (n, rows.shape[1]))
+        self._vectors = arrays["vectors"][:n]
+        self._digests = np.asarray(arrays["digests"][:n])
+        self._on_disk = n
+        if missing is not None:
+            self._missing = (self.version, missing)
+        return True
+
+    def _save_transform(self) -> None:
+        """Keep the vectorizer's transform in numpy beside its file, when the vectorizer is in
+        memory (fitted here, or read for lack of it) and it can be made."""
+        if self._tfidf is None or self._tfidf_file is None:
+            return
+        path = self._tfidf_file.with_suffix(".transform")
+        if path.exists() and Transform.load(path) is not None:
+            return
+        numpy_transform = self.transformer()
+        if numpy_transform is not None:
+            numpy_transform.save(path)
 
     @property
     def saved_generation(self) -> str:
@@ -288,7 +442,7 @@ class TextFeatures:
             return False  # the stamp may stay: nothing was written since it
         # A decision or a note stamps a paper too: only a new paper or a new text is read in.
         texts = [t for t in store.texts(changed) if self._known_digest(t[0]) != _digest(t[1])]
-        if texts and self._vectorizer() is None:
+        if texts and self.transformer() is None and self._vectorizer() is None:
             self.build(store, on_progress)  # its file is gone or damaged: fit it again
             self.stamp = started
             return True
@@ -322,6 +476,7 @@ class TextFeatures:
         words = CSR.of(tfidf.fit_transform(documents)) if documents else CSR.empty()
         self.tfidf = tfidf
         self.vocabulary = ""
+        self._tail, self._on_disk = [], 0
         self.words = words
         self.ids = ids
         self.vectors = _matrix(vectors)
@@ -335,18 +490,17 @@ class TextFeatures:
         texts = [t for t in texts if self._known_digest(t[0]) != _digest(t[1])]
         if not texts:
             return
-        tfidf = self.tfidf
-        if tfidf is None:
+        rows = self.transform([doc for _, doc, _ in texts])
+        if rows is None:
             return
-        rows = CSR.of(tfidf.transform([doc for _, doc, _ in texts]))
         digests = np.array([_digest(doc) for _, doc, _ in texts], dtype=np.uint64)
-        vectors = _matrix([v for _, _, v in texts], width=self.vectors.shape[1] if len(self.ids) else 0)
+        vectors = _matrix([v for _, _, v in texts], width=self._vectors.shape[1] if len(self.ids) else 0)
         known = [i for i, (pid, _, _) in enumerate(texts) if pid in self.position]
         new = [i for i, (pid, _, _) in enumerate(texts) if pid not in self.position]
         self.version += 1
-        # The arrays read from the cache are memory-mapped read-only: changed ones are copies.
-        self.digests = np.array(self.digests, dtype=np.uint64)
         if known:
+            # The arrays read from the cache are memory-mapped read-only: changed ones are copies.
+            self.digests = np.array(self.digests, dtype=np.uint64)
             at = np.array([self.position[texts[i][0]] for i in known], dtype=np.int64)
             self.words = self.words.replace_rows(at, rows.take(np.array(known)))
             self.digests[at] = digests[known]
@@ -354,18 +508,25 @@ class TextFeatures:
                 self.vectors = np.array(self.vectors, dtype=np.float32)
                 self.vectors[at] = vectors[known]
         if new:
-            self.words = self.words.vstack(rows.take(np.array(new)))
-            width = self.vectors.shape[1] if len(self.ids) else vectors.shape[1]
+            width = self._vectors.shape[1] if len(self.ids) else vectors.shape[1]
             fresh = vectors[new] if vectors.shape[1] == width else np.zeros((len(new), width), np.float32)
-            self.vectors = np.vstack([np.asarray(self.vectors).reshape(-1, width), fresh])
-            self.digests = np.concatenate([self.digests, digests[new]])
+            self._tail.append((rows.take(np.array(new)), fresh, digests[new]))
             for i in new:
                 self.position[texts[i][0]] = len(self.ids)
                 self.ids.append(texts[i][0])
 
     def _known_digest(self, pid: str) -> int | None:
         at = self.position.get(pid)
-        return int(self.digests[at]) if at is not None and at < len(self.digests) else None
+        if at is None:
+            return None
+        if at < len(self._digests):
+            return int(self._digests[at])
+        at -= len(self._digests)
+        for _, _, digests in self._tail:
+            if at < len(digests):
+                return int(digests[at])
+            at -= len(digests)
+        return None
 
     def positions(self, ids: Sequence[str]) -> np.ndarray:
         """Each paper's row (-1 for a paper not read yet)."""
@@ -388,35 +549,6 @@ class TextFeatures:
 
 def _digest(document: str) -> int:
     return int.from_bytes(hashlib.blake2b(document.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-def _mapped(path: Path) -> np.ndarray:
-    """A .npy file memory-mapped read-only, as a plain array (a memmap's indexing is slower)."""
-    array: np.ndarray = np.load(path, mmap_mode="r").view(np.ndarray)
-    return array
-
-
-def _save_text(path: Path, text: str) -> None:
-    """Write a small text file atomically."""
-    tmp = path.with_suffix(f".{secrets.token_hex(4)}.tmp")
-    try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _save_array(path: Path, array: np.ndarray) -> None:
-    """Write an array in .npy form atomically (a temporary file, then a rename)."""
-    tmp = path.with_suffix(f".{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            np.save(fh, array, allow_pickle=False)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _matrix(vectors: Sequence[list[float] | None], width: int = 0) -> np.ndarray:

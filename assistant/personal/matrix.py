@@ -20,7 +20,7 @@ from assistant.personal.csr import CSR
 # (0..1) count as one more word each.
 EMBEDDING_SCALE = 1.0
 TOPIC_SCALE = 1.0
-CHUNK = 4096  # rows of embeddings turned to float64 at a time
+CHUNK = 1024  # rows of embeddings turned to float64 at a time (these fit in the CPU's cache)
 
 
 def dense_dot(vectors: np.ndarray, coef: np.ndarray) -> np.ndarray:
@@ -37,11 +37,13 @@ class Block:
     """The rows of some papers, gathered for training: the products with the weights."""
 
     def __init__(self, words: CSR, vectors: np.ndarray, topics: np.ndarray):
-        self.words = words
+        # Column indices as numpy's own index type: each product would convert them otherwise.
+        self.words = CSR(words.data, np.asarray(words.indices, dtype=np.intp), words.indptr, words.shape)
         self.vectors = vectors  # float64: einsum takes twice as long casting float32 on the fly
         self.topics = topics
         self.split = (words.shape[1], words.shape[1] + vectors.shape[1])
-        self._products = np.empty(words.nnz)  # reused by every product with the words
+        # Reused by every product with the words, either way (fresh memory is slow to touch).
+        self._products = np.empty(words.nnz)
 
     def __len__(self) -> int:
         return len(self.topics)
@@ -59,7 +61,7 @@ class Block:
     def tdot(self, r: np.ndarray) -> np.ndarray:
         """The weights' gradient of sum(r * rows @ weights): rows transposed times r."""
         w, v = self.split
-        parts = [self.words.tdot(r)]
+        parts = [self.words.tdot(r, self._products)]
         if v > w:
             parts.append(EMBEDDING_SCALE * np.einsum("ij,i->j", self.vectors, r))
         parts.append(np.einsum("ij,i->j", self.topics, r))
@@ -112,7 +114,7 @@ class Features:
             for start in range(0, len(rows), CHUNK):
                 vectors[start : start + CHUNK] = self.text_vectors[picked[start : start + CHUNK]]
             vectors[~known] = 0.0
-        return Block(self.text_words.take(text), vectors, self.topics[rows])
+        return Block(self.text_words.take(text, np.intp), vectors, self.topics[rows])
 
     def dot(self, coef: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """X @ coef for every paper, or for these rows."""

@@ -222,19 +222,43 @@ def train(
     presumed: np.ndarray,
     warm: Model | None = None,
     learn: bool = False,
+    ftol: float = lbfgs.FTOL,
 ) -> Model:
     """The maximum a posteriori regression on these decisions and presumed negatives; `warm`
     is where the solver starts (one more decision moves the optimum little). The problem is
     convex: where it starts changes only how long it takes. `learn`: keep the Hessian's steep
-    directions for the next solve when the problem is large."""
+    directions for the next solve when the problem is large. `ftol`: the solve stops when a
+    step lowers the objective by less than this share of it."""
+    index, y, w = problem(labels, rows, presumed)
+    return solve(X, X.block(index), engine_z[index], y, w, warm, learn, ftol)
+
+
+def problem(
+    labels: Labels, rows: np.ndarray, presumed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The papers trained on (these decided rows, then the presumed negatives), their labels
+    and their weights: the positives weighed up to POSITIVE_RATIO times the rest."""
     index = np.concatenate([rows, presumed])
     y = np.concatenate([labels.y[rows], np.zeros(len(presumed), dtype=np.int8)]).astype(np.float64)
     w = np.concatenate([labels.weight[rows], np.full(len(presumed), BACKGROUND_WEIGHT)])
     positive = y == 1
     if positive.any() and (~positive).any():
         w[positive] *= max(1.0, POSITIVE_RATIO * w[~positive].sum() / w[positive].sum())
-    block = X.block(index)
-    e = engine_z[index]
+    return index, y, w
+
+
+def solve(
+    X: Features,
+    block: Block,
+    e: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    warm: Model | None = None,
+    learn: bool = False,
+    ftol: float = lbfgs.FTOL,
+) -> Model:
+    """`train` on papers already gathered: their rows (`block`), engine z-scores, labels and
+    weights (a paper of weight 0 is not trained on)."""
 
     def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
         a, b, coef = theta[0], theta[1], theta[2:]
@@ -259,7 +283,7 @@ def train(
     spectrum = None
     if warm is not None and fits:
         start, spectrum = warm.theta, warm.spectrum
-    solution = lbfgs.minimize(loss, start, MAX_ITERATIONS, spectrum)
+    solution = lbfgs.minimize(loss, start, MAX_ITERATIONS, spectrum, ftol=ftol)
     theta = solution.x
     large = block.words.nnz + len(block) * block.vectors.shape[1] >= LARGE_PROBLEM
     stale = spectrum is None or abs(len(block) - spectrum.learned_on) > RELEARN_GROWTH * spectrum.learned_on
@@ -297,6 +321,14 @@ def average_precision(scores: np.ndarray, relevant: np.ndarray, weight: np.ndarr
     return float(((hits / seen) * rel * w).sum() / (rel * w).sum())
 
 
+@dataclass
+class Gathered:
+    """The papers a training read (decided, then presumed negatives) and their rows."""
+
+    index: np.ndarray
+    block: Block
+
+
 def fit(
     X: Features,
     engine: np.ndarray,
@@ -309,6 +341,21 @@ def fit(
     """Train the model on every decision. `previous`, the last fit, is where training starts;
     `order` is `stable_order(ids)` when already known; `known` is the model already trained on
     exactly these inputs (kept from an earlier command): it is used as it is."""
+    return fit_gathered(X, engine, labels, ids, previous, order, known)[0]
+
+
+def fit_gathered(
+    X: Features,
+    engine: np.ndarray,
+    labels: Labels,
+    ids: Sequence[str],
+    previous: Fit | None = None,
+    order: np.ndarray | None = None,
+    known: Model | None = None,
+) -> tuple[Fit, Gathered | None]:
+    """`fit`, and the papers it trained on with their rows (None when it trained nothing): the
+    estimate's fold models train on some of the same papers."""
+    gathered = None
     result = Fit(
         positives=labels.positives,
         negatives=labels.negatives,
@@ -322,20 +369,23 @@ def fit(
             if labels.decided
             else "no decisions yet: the engine ranks alone; the queue learns from your first accept"
         )
-        return result
+        return result, None
     if known is not None:
         result.model = known
     else:
         presumed = background(labels, stable_order(ids) if order is None else order)
         decided = np.flatnonzero(labels.y >= 0)
         warm = previous.model if previous is not None else None
-        result.model = train(X, result.engine_z(engine), labels, decided, presumed, warm, learn=True)
+        index, y, w = problem(labels, decided, presumed)  # `train`, keeping what it gathered
+        gathered = Gathered(index, X.block(index))
+        engine_z = result.engine_z(engine)
+        result.model = solve(X, gathered.block, engine_z[index], y, w, warm, learn=True, ftol=lbfgs.FTOL)
     kinds = f"{labels.positives} accepted or starred, {labels.decided - labels.positives} other"
     result.note = (
         f"learned from {_decisions(labels.decided)} ({kinds}): the engine's relevance is one of the "
         "model's inputs, and each decision moves the queue as far as its evidence carries"
     )
-    return result
+    return result, gathered
 
 
 def scores(result: Fit, X: Features) -> np.ndarray | None:

@@ -19,12 +19,22 @@ import numpy as np
 
 from assistant.agenda import excludes
 from assistant.models import Status
-from assistant.personal.estimate import Estimate, estimate
+from assistant.personal.estimate import Estimate, Folds, estimate_folds
 from assistant.personal.features import TextFeatures
 from assistant.personal.lbfgs import Spectrum
 from assistant.personal.matrix import Features
-from assistant.personal.model import ENGINE_WEIGHT, Fit, Labels, Model, blend, fit, stable_order
-from assistant.personal.state import Trained, ids_digest, training_key
+from assistant.personal.model import (
+    ENGINE_WEIGHT,
+    Fit,
+    Gathered,
+    Labels,
+    Model,
+    blend,
+    fit,
+    fit_gathered,
+    stable_order,
+)
+from assistant.personal.state import Trained, ids_digest, problem_key, training_key
 
 NEAREST = 3
 WORDS = 4  # words named for and against a paper
@@ -408,12 +418,13 @@ def rank(
         cache.order = saved.order  # the stable order of these papers, kept
     kept = _model(saved, X) if saved is not None else None
     hit = saved is not None and bool(key) and saved.key == key and (saved.theta is None or kept is not None)
+    gathered: Gathered | None = None  # what the training read, for the estimate's folds
     if hit:
         result = fit(X, filled, labels, ids, known=kept)
     else:
         start = previous if previous is not None and previous.model is not None else Fit(model=kept)
         order = cache.stable_order(ids) if labels.positives else None
-        result = fit(X, filled, labels, ids, start, order)
+        result, gathered = fit_gathered(X, filled, labels, ids, start, order)
     if result.model is None:
         model = None
     elif hit and saved is not None and saved.scores is not None and len(saved.scores) == len(ids):
@@ -425,6 +436,8 @@ def rank(
     uncertainty = chance = None
     left = None
     estimated = False
+    # The estimate's fold models: this training's, or where the next estimate starts.
+    folds: Folds | None = saved.folds if saved is not None else None
     if result.model is not None and model is not None:
         logit = result.model.intercept + result.model.engine_weight * result.engine_z(filled) + model
         uncertainty = np.abs(logit)
@@ -434,7 +447,11 @@ def rank(
                 left = saved.estimate
             else:
                 candidates = np.flatnonzero(undecided & assessed & (labels.y < 0))
-                left = estimate(X, filled, labels, ids, result, candidates, order=cache.stable_order(ids))
+                base = problem_key(texts.saved_generation, papers, filled, topics) if key else b""
+                left, folds = estimate_folds(
+                    X, filled, labels, ids, result, candidates, order=cache.stable_order(ids),
+                    kept=folds, base=base, papers=papers, gathered=gathered,
+                )  # fmt: skip
             chance = left.chance(len(ids)) if left is not None else None
     trained = saved
     order_kept = saved is not None and saved.papers == papers and saved.order is not None
@@ -448,6 +465,7 @@ def rank(
             estimated,
             papers,
             cache.stable_order(ids),
+            folds,
         )
     return Ranking(
         ids=ids,

@@ -2,7 +2,8 @@
 
 A `Trained` is what one training made of its inputs: the weights, the Hessian's steep
 directions (where the next solve starts), every paper's score from the decisions and, once
-asked for, the estimate of relevant papers left. It is keyed by a digest of everything the
+asked for, the estimate of relevant papers left with the fold models it was made from (where
+the next estimate starts: `estimate.Folds`). It is keyed by a digest of everything the
 training read: the text features' generation, the papers in order, the engine's relevance,
 the topic scores and every label (status, star, seed). Another key is another problem, which
 the kept weights still start close to. Like the features, it is derived state in the features'
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from assistant.cache import read_pickle, write_pickle
-from assistant.personal.estimate import Estimate
+from assistant.personal.estimate import FOLD_VERSION, Estimate, Folds
 from assistant.personal.lbfgs import Spectrum
 from assistant.personal.model import Labels
 
@@ -33,6 +34,21 @@ def ids_digest(ids: Sequence[str]) -> bytes:
     """A digest of the papers, in order."""
     digest = hashlib.blake2b(f"{len(ids)}\x1f".encode(), digest_size=20)
     digest.update("\x1f".join(ids).encode("utf-8"))
+    return digest.digest()
+
+
+def problem_key(generation: str, papers: bytes, engine: np.ndarray, topics: np.ndarray) -> bytes:
+    """A digest of what training reads but the labels (see `training_key`): the estimate's fold
+    models are named by it and their own labels. Empty when the features are not on disk."""
+    if not generation:
+        return b""
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update(f"{STATE_VERSION}\x1fproblem\x1f{generation}\x1f".encode())
+    digest.update(papers)
+    for array in (engine, topics):
+        part = np.ascontiguousarray(array)
+        digest.update(f"{part.dtype.str}{part.shape}".encode())
+        digest.update(part.tobytes())
     return digest.digest()
 
 
@@ -67,6 +83,8 @@ class Trained:
     # The papers' stable order (`model.stable_order`), for the papers of this digest.
     papers: bytes = b""
     order: np.ndarray | None = None
+    # The estimate's fold models (of this training's estimate, or kept from an earlier one).
+    folds: Folds | None = None
 
     @classmethod
     def load(cls, folder: Path) -> Trained | None:
@@ -84,15 +102,18 @@ class Trained:
                     float(data["flat"]),
                     int(data["learned_on"]),
                 )
+            # An estimate made another way (an older version) is made again.
+            current = data.get("fold_version") == FOLD_VERSION
             return cls(
                 key=bytes(data["key"]),
                 theta=np.array(arrays["theta"]) if "theta" in arrays else None,
                 scores=np.array(arrays["scores"]) if "scores" in arrays else None,
                 spectrum=spectrum,
-                estimate=data.get("estimate"),
-                estimated=bool(data.get("estimated")),
+                estimate=data.get("estimate") if current else None,
+                estimated=bool(data.get("estimated")) and current,
                 papers=bytes(data.get("papers", b"")),
                 order=np.array(arrays["order"]) if "order" in arrays else None,
+                folds=_folds(data, arrays) if current else None,
             )
         except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError, ImportError):
             return None
@@ -104,6 +125,16 @@ class Trained:
         token = secrets.token_hex(6)
         files: dict[str, str] = {}
         arrays: dict[str, Any] = {"theta": self.theta, "scores": self.scores, "order": self.order}
+        if self.folds is not None:
+            folds = self.folds
+            arrays |= {
+                "fold_thetas": folds.thetas,
+                "fold_logits": folds.logits,
+                "fold_labels": folds.labels,
+                "fold_weights": folds.weights,
+                "fold_anchor": folds.anchor,
+                "fold_assigned": folds.assigned,
+            }
         kept = previous is not None and self.spectrum is not None and self.spectrum is previous.spectrum
         if self.spectrum is not None and not kept:
             arrays["directions"] = self.spectrum.directions
@@ -126,12 +157,33 @@ class Trained:
             "estimate": self.estimate,
             "estimated": self.estimated,
             "papers": self.papers,
+            "fold_version": FOLD_VERSION,
+            "fold_keys": self.folds.keys if self.folds is not None else None,
+            "fold_papers": self.folds.papers if self.folds is not None else b"",
         }
         write_pickle(folder / STATE_FILE, payload)
         named = set(files.values()) | {STATE_FILE}
         for file in folder.glob("fit.*"):
             if file.name not in named and not file.name.endswith(".tmp"):
                 file.unlink(missing_ok=True)
+
+
+def _folds(data: dict[str, Any], arrays: dict[str, np.ndarray]) -> Folds | None:
+    """The fold models a kept training names, or None when it names none (or not all of them)."""
+    names = ("fold_thetas", "fold_logits", "fold_labels", "fold_weights", "fold_anchor", "fold_assigned")
+    keys = data.get("fold_keys")
+    if keys is None or not all(name in arrays for name in names):
+        return None
+    return Folds(
+        thetas=np.asarray(arrays["fold_thetas"], dtype=np.float64),
+        keys=[bytes(k) for k in keys],
+        logits=arrays["fold_logits"],  # mapped: read only for a fold used as it is
+        labels=np.asarray(arrays["fold_labels"]),
+        weights=np.asarray(arrays["fold_weights"]),
+        anchor=np.asarray(arrays["fold_anchor"], dtype=np.float64),
+        papers=bytes(data.get("fold_papers", b"")),
+        assigned=np.asarray(arrays["fold_assigned"]),
+    )
 
 
 def _files(folder: Path) -> dict[str, str]:
