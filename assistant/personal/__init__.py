@@ -10,12 +10,11 @@ The review UI keeps its own rows and features and calls `rank` after each decisi
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from assistant.cache import no_collection
 from assistant.index import Row
 from assistant.personal.features import TextFeatures, cache_folder
 from assistant.personal.model import Fit
@@ -68,20 +67,6 @@ def load_features(
     return texts, notes
 
 
-@contextmanager
-def _bulk() -> Iterator[None]:
-    """No cyclic garbage collection while a row per paper is made: nothing made here forms a
-    cycle, and with a store's worth of metadata alive each collection walks all of it (at 100k
-    papers, collections took more time than making the rows)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def store_ranking(
     store: Store,
     agenda_topics: Sequence[str] = (),
@@ -94,7 +79,7 @@ def store_ranking(
     also estimates the relevant papers left."""
     texts, notes = load_features(store, cache_dir, on_progress)
     folder = cache_folder(texts.cache_path(cache_dir))
-    with _bulk():
+    with no_collection():  # a row per paper: at 100k, collections cost more than the rows
         memo = TopicMemo.load(folder)
         papers = paper_rows(store, folder, memo)
         memo.keep_only([p.id for p in papers])
