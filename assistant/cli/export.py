@@ -137,7 +137,6 @@ def export(
     ] = False,
 ) -> None:
     """Export papers (a reading list or any filtered set) in a standard format."""
-    from assistant.export.common import ExportContext
     from assistant.lists import ReadingLists
     from assistant.selection import Selection, parse_when
 
@@ -161,6 +160,20 @@ def export(
         until=parse_when(until) if until else None,
         starred=starred,
     )
+    fast = None
+    if chosen.name in ("bib", "biblatex") and not query and not selection.topic and not vectors:
+        from assistant.export import bibcache
+
+        # Entries kept from earlier exports (`assistant.export.bibcache`): the same text.
+        fast = bibcache.export(store, selection, limit, paper_score(), chosen.name)
+    if fast is not None:
+        count, text = fast
+        if not count:
+            err_console.print(f"[yellow]No papers match ({escape(selection.describe())}).[/yellow]")
+        emit(text, output, count, chosen.name)
+        return
+    from assistant.export.common import ExportContext
+
     items = select(selection, query, limit)
     description = lists.get(selection.list_name).description if selection.list_name else ""
     title = (
@@ -190,13 +203,21 @@ def export(
     emit(chosen.write(items, context), output, len(items), chosen.name)
 
 
-def queue_score() -> Callable[[StoredPaper], float] | None:
-    """The queue's blended order as a sort score, when the personal model is in it."""
+def paper_score() -> Callable[[str, float | None], float] | None:
+    """The queue's blended order as a sort score of (id, the engine's relevance or None), when
+    the personal model is in it."""
     personal = state.personal()
     if personal is None or not personal.ranking.personal:
         return None
-    ranking = personal.ranking
-    return lambda i: ranking.key(i.paper.id, i.assessment.relevance if i.assessment else None)
+    return personal.ranking.key
+
+
+def queue_score() -> Callable[[StoredPaper], float] | None:
+    """The queue's blended order as a sort score, when the personal model is in it."""
+    score = paper_score()
+    if score is None:
+        return None
+    return lambda i: score(i.paper.id, i.assessment.relevance if i.assessment else None)
 
 
 def queue_shift() -> Callable[[StoredPaper], float] | None:

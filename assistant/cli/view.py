@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -79,9 +79,10 @@ def stats() -> None:
 
 
 def _store_counts(with_stale: bool) -> list[tuple[str, int]]:
-    """What `stats` counts, in one read of the store (each paper's assessment is read only
-    for the fields that say whether it is stale)."""
-    from assistant.triage.keys import stale_fields
+    """What `stats` counts: each paper's part of it (its status, star, failure, whether it is
+    assessed and stale) kept from the last count and worked out again only for the papers
+    written since (`assistant.store.derived`), or read from every paper."""
+    from assistant.triage.keys import LLM_VERSION, OFFLINE_VERSION, stale_fields
     from assistant.triage.prompts import Prompts, load_prompts
 
     agenda = state.agenda() if with_stale else None
@@ -91,20 +92,34 @@ def _store_counts(with_stale: bool) -> list[tuple[str, int]]:
             prompts = load_prompts(state.settings.prompts)
         except TriageError:
             prompts = None  # offline assessments are still checked
-    statuses = {status.value: 0 for status in Status}
-    total = starred = assessed = stale = failed = 0
-    for _, document, meta in state.store.iter_records():
-        total += 1
+
+    def counted(_: str, document: str, meta: dict[str, Any]) -> tuple[str, bool, bool, bool, bool]:
+        """A paper's part of the counts: status, starred, failed, assessed, stale."""
         status = str(meta.get("status") or Status.NEW.value)
-        statuses[status] = statuses.get(status, 0) + 1
-        starred += meta.get("starred") is True
-        failed += meta.get("failed") is True
+        starred, failed = meta.get("starred") is True, meta.get("failed") is True
         relevance = meta.get("relevance")
         if not isinstance(relevance, int | float) or relevance < 0 or not meta.get("assessment"):
-            continue
-        assessed += 1
-        if agenda is not None:
-            stale += stale_fields(json.loads(str(meta["assessment"])), document, agenda, prompts)
+            return status, starred, failed, False, False
+        stale = agenda is not None and stale_fields(
+            json.loads(str(meta["assessment"])), document, agenda, prompts
+        )
+        return status, starred, failed, True, bool(stale)
+
+    store = state.store
+    # What the stale check reads besides the paper: the agenda, the prompts, the engines' versions.
+    key = (agenda.hash if agenda else None, prompts.hash if prompts else None, OFFLINE_VERSION, LLM_VERSION)
+    parts = store.per_paper("stats", key, counted)
+    if parts is None:
+        parts = [counted(pid, document, meta) for pid, document, meta in store.iter_records()]
+    statuses = {status.value: 0 for status in Status}
+    starred = assessed = stale = failed = 0
+    for status, star, failure, scored, old in parts:
+        statuses[status] = statuses.get(status, 0) + 1
+        starred += star
+        failed += failure
+        assessed += scored
+        stale += old
+    total = len(parts)
     rows = [("papers", total), *((f"  {status}", n) for status, n in statuses.items()), ("starred", starred)]
     rows.append(("assessed", assessed))
     if total > assessed:

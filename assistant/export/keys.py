@@ -58,18 +58,22 @@ def _suffixes() -> Iterator[str]:
 def citation_keys(papers: Sequence[Paper]) -> dict[str, str]:
     """Paper id -> a citation key unique among these papers (keys differing only in case count
     as the same: biber folds them)."""
-    ordered = sorted(papers, key=lambda p: p.id)
-    own: dict[str, list[Paper]] = {}
-    for paper in ordered:
-        key = source_key(paper)
+    return assign_keys([(p.id, source_key(p), base_key(p)) for p in papers])
+
+
+def assign_keys(papers: Sequence[tuple[str, str | None, str]]) -> dict[str, str]:
+    """`citation_keys` of papers given as (id, `source_key`, `base_key`)."""
+    ordered = sorted(papers, key=lambda p: p[0])
+    own: dict[str, list[tuple[str, str]]] = {}
+    for pid, key, _ in ordered:
         if key:
-            own.setdefault(key.casefold(), []).append(paper)
-    keys = {group[0].id: str(source_key(group[0])) for group in own.values() if len(group) == 1}
+            own.setdefault(key.casefold(), []).append((pid, key))
+    keys = {group[0][0]: group[0][1] for group in own.values() if len(group) == 1}
     used = {k.casefold() for k in keys.values()}
     candidates: dict[str, list[str]] = {}
-    for paper in ordered:
-        if paper.id not in keys:
-            candidates.setdefault(base_key(paper), []).append(paper.id)
+    for pid, _, base in ordered:
+        if pid not in keys:
+            candidates.setdefault(base, []).append(pid)
     for key, ids in candidates.items():
         if len(ids) == 1 and key not in used:
             keys[ids[0]] = key
@@ -82,3 +86,21 @@ def citation_keys(papers: Sequence[Paper]) -> dict[str, str]:
             keys[pid] = key + suffix
             used.add(key + suffix)
     return keys
+
+
+_ALIAS = re.compile(r"^[^\s,{}\"#%'()=\\~]{1,100}$")  # a key biber, BibTeX and CSL all read
+
+
+def assign_aliases(papers: Sequence[tuple[str, Sequence[str]]], keys: dict[str, str]) -> dict[str, list[str]]:
+    """`aliases` of papers given as (id, `alias_candidates`), in the export's order."""
+    taken = {k.casefold() for k in keys.values()}
+    out: dict[str, list[str]] = {}
+    for pid, candidates in papers:
+        mine = []
+        for alias in candidates:
+            if _ALIAS.match(alias) and alias.casefold() not in taken:
+                taken.add(alias.casefold())
+                mine.append(alias)
+        if mine:
+            out[pid] = mine
+    return out

@@ -247,12 +247,39 @@ def _unchanged(encoder: UnicodeToLatexEncoder) -> frozenset[str]:
 _SAME = {True: _unchanged(_UTF8), False: _unchanged(_ASCII)}
 
 
+class _Characters(dict[str, str | None]):
+    """What an encoder writes for each character, asked of it once per character. Its rules
+    (dictionaries of single characters) map one character at a time, after it puts the text in
+    NFC: encoding a text is its NFC form written character by character. None: a character
+    that is not its own NFC form (it cannot occur in an NFC text; the encoder is asked then)."""
+
+    def __init__(self, encoder: UnicodeToLatexEncoder) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def __missing__(self, ch: str) -> str | None:
+        value = str(self.encoder.unicode_to_latex(ch)) if unicodedata.normalize("NFC", ch) == ch else None
+        self[ch] = value
+        return value
+
+    def encode(self, text: str) -> str:
+        """`encoder.unicode_to_latex(text)`, without its per-character overhead."""
+        text = unicodedata.normalize("NFC", text)
+        parts = [self[ch] for ch in text]
+        if None in parts:
+            return str(self.encoder.unicode_to_latex(text))
+        return "".join(parts)  # type: ignore[arg-type]
+
+
+_CHARACTERS = {True: _Characters(_UTF8), False: _Characters(_ASCII)}
+
+
 def _encode_text(text: str, utf8: bool) -> str:
     text = _escape_braces(_strip_combining(re.sub(r"[\x00-\x03]", "", text)))
     if _SAME[utf8].issuperset(text):
         encoded = text
     else:
-        encoded = str((_UTF8 if utf8 else _ASCII).unicode_to_latex(text))
+        encoded = _CHARACTERS[utf8].encode(text)
     encoded = encoded.replace("\x00", "\\{").replace("\x01", "\\}")
     encoded = encoded.replace("\x02", "\\textbraceleft{}").replace("\x03", "\\textbraceright{}")
     return _LIGATURE.sub(r"\1{}", encoded)

@@ -14,6 +14,9 @@ A second small collection holds what is not per paper (named records, store-wide
 - `papers`: upsert with merging, absorb, split, delete and restore, embedding
 - `schema`: the stored form (metadata keys and conversions to and from the models)
 - `merges`: the merge log that `split` undoes merges with
+- `mirror` (its file: `layout`; its filters: `filters`; its vectors as a matrix: `vectors`) and
+  `pending`: the copy of an embedded store the daily loop reads, and its queue of small writes
+- `derived`, `queries`: what is worked out from the mirror and kept between commands
 
 Other modules import from here, never from the parts.
 """

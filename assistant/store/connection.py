@@ -49,6 +49,7 @@ from assistant.store.mirror import (
     StateReader,
     chroma_state,
     mirror_path,
+    remove_other_layouts,
 )
 from assistant.store.pending import Pending, Write
 
@@ -378,6 +379,8 @@ class Connection:
                         mirror.rebuild(rows, before)
         except (sqlite3.Error, OSError):
             self._drop_mirror()
+            return
+        remove_other_layouts(mirror.path)
 
     def _drop_mirror(self) -> None:
         """Stop using a mirror that cannot be written; the file goes (a stale copy misleads)."""
@@ -385,6 +388,7 @@ class Connection:
             self.mirror.close()
             for suffix in ("", "-journal"):
                 Path(f"{self.mirror.path}{suffix}").unlink(missing_ok=True)
+            self.mirror.remove_derived()
         self.mirror = None
 
     def _write_call(self, kind: int, op: str, **call: Any) -> Any:

@@ -3,9 +3,9 @@ lookups deduplication uses to find a paper by its identifiers. Nothing here writ
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from assistant.errors import StoreError
 from assistant.models import Paper, Status, StoredPaper, normalize_title
@@ -14,6 +14,7 @@ from assistant.store.mirror import PAPERS
 from assistant.store.schema import Where, _paper_from, _stored_from, title_keys
 
 PAGE_SIZE = 1000
+T = TypeVar("T")
 # The settings of an embedder (its Chroma config) that change the vectors it makes; the others
 # (a batch size, where an API key is read from) do not.
 VECTOR_SETTINGS = ("model_name", "model", "model_id", "dimensions", "max_tokens", "normalize_embeddings")
@@ -143,6 +144,40 @@ class Reads(Connection):
             out.extend(_texts(res))
         return out
 
+    # -- from the mirror, by row -------------------------------------------------
+
+    def listing(self, where: Where | None = None) -> tuple[str, list[tuple[int, str, int]]] | None:
+        """The papers matching `where` as the mirror numbers them: (its generation, [(row
+        number, id, number of the write that last changed it)]), in the store's order; None when
+        the store has no current mirror. A row's numbers name one state of one paper, for
+        caches of what is derived from it (`assistant.export.bibcache`)."""
+        if self.mirror is None or not self.mirror_current():
+            return None
+        return self.mirror.listing(PAPERS, where)
+
+    def numbered(self, numbers: Sequence[int]) -> list[tuple[int, int, StoredPaper]]:
+        """(row number, write number, stored paper) of these rows of the mirror, in order
+        (those no longer there left out)."""
+        if self.mirror is None:
+            return []
+        return [
+            (n, seq, _stored_from(pid, doc, meta)) for n, pid, seq, doc, meta in self.mirror.numbered(numbers)
+        ]
+
+    def per_paper(
+        self,
+        name: str,
+        key: Hashable,
+        compute: Callable[[str, str, dict[str, Any]], T],
+        documents: bool = True,
+    ) -> list[T] | None:
+        """`compute(id, document, metadata)` of every paper, in order, worked out again only for
+        the papers written since the last time (`assistant.store.derived`); None when the store
+        has no current mirror (the caller reads every paper)."""
+        from assistant.store.derived import per_paper
+
+        return per_paper(self, name, key, compute, documents)
+
     # -- page by page ----------------------------------------------------------
 
     def iter_all(self, where: Where | None = None, page_size: int = PAGE_SIZE) -> Iterator[StoredPaper]:
@@ -242,11 +277,14 @@ class Reads(Connection):
 
     def query_vector(self, text: str) -> Any:
         """The store's embedder's vector of `text`. The bundled model is run without loading
-        Chroma when the store's embedder was not made yet (a search read from the mirror)."""
+        Chroma when the store's embedder was not made yet (a search read from the mirror), and
+        a search asked again takes the vector it made before (`assistant.store.queries`)."""
         if self._embedder is None and self.settings.embedder in ("minilm-int8", "minilm", "default"):
-            from assistant.minilm import embed
+            from assistant.minilm import DEFAULT_MAX_TOKENS, available_cores, embed
+            from assistant.store import queries
 
-            return embed([text])[0]
+            identity = queries.model_identity(DEFAULT_MAX_TOKENS, available_cores())
+            return queries.vector(text, identity, lambda t: embed([t])[0])
         return self.embedder([text])[0]
 
     def _nearest(self, vector: Any, k: int, where: Where | None = None) -> list[SearchHit] | None:
