@@ -71,6 +71,21 @@ class PaperFields:
     topics: Mapping[str, int] | None
     day: int | None
 
+    @classmethod
+    def of(cls, item: StoredPaper) -> PaperFields:
+        """What a selection tests of a stored paper."""
+        d, a = item.decision, item.assessment
+        return cls(
+            status=d.status,
+            starred=d.starred,
+            lists=tuple(d.lists),
+            sources=tuple(item.paper.sources),
+            tags=tuple({*(a.tags if a else ()), *d.tags}),
+            relevance=a.relevance if a else None,
+            topics={t.topic: t.score for t in a.topics} if a else None,
+            day=item.paper.day,
+        )
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -113,19 +128,7 @@ class Selection:
 
     def matches(self, item: StoredPaper) -> bool:
         """The whole selection, evaluated on a stored paper."""
-        d, a = item.decision, item.assessment
-        return self.matches_fields(
-            PaperFields(
-                status=d.status,
-                starred=d.starred,
-                lists=tuple(d.lists),
-                sources=tuple(item.paper.sources),
-                tags=tuple({*(a.tags if a else ()), *d.tags}),
-                relevance=a.relevance if a else None,
-                topics={t.topic: t.score for t in a.topics} if a else None,
-                day=item.paper.day,
-            )
-        )
+        return self.matches_fields(PaperFields.of(item))
 
     def matches_fields(self, f: Fields) -> bool:
         """The whole selection, on a paper's fields (relevance None: not assessed; day None: undated)."""

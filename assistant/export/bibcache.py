@@ -73,21 +73,6 @@ def _identity() -> str:
     return "|".join(parts)
 
 
-def fields(item: StoredPaper) -> PaperFields:
-    """What `Selection.matches` tests of a stored paper (the fields it makes of it)."""
-    d, a = item.decision, item.assessment
-    return PaperFields(
-        status=d.status,
-        starred=d.starred,
-        lists=tuple(d.lists),
-        sources=tuple(item.paper.sources),
-        tags=tuple({*(a.tags if a else ()), *d.tags}),
-        relevance=a.relevance if a else None,
-        topics={t.topic: t.score for t in a.topics} if a else None,
-        day=item.paper.day,
-    )
-
-
 class _Fields(NamedTuple):
     """`PaperFields` as a tuple (made 11,000 times an export, a frozen dataclass is slow to make)."""
 
@@ -114,7 +99,7 @@ def _keep(item: StoredPaper, dialect: str) -> Kept:
     from assistant.export.keys import base_key, source_key
 
     p = item.paper
-    f = fields(item)
+    f = PaperFields.of(item)
     kept_fields = (f.status.value, f.starred, f.lists, f.sources, f.tags, f.relevance, f.topics, f.day)
     block = entry(item, KEY, dialect)
     text = write_entries([block])

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from assistant.models import Status
 from assistant.personal.features import TextFeatures
 from assistant.personal.model import Fit
 from assistant.personal.ranking import FeatureCache, Ranking, learned_topics, rank
+from assistant.personal.rows import PaperRow
 from assistant.personal.state import Trained
 
 SLICE = 5_000  # rows pickled at a time: a few milliseconds each at most
@@ -40,20 +40,6 @@ _HEADER = struct.Struct(">Q")
 
 class TrainerError(Exception):
     """The child could not train (it is restarted for the next retrain)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Paper:
-    """A paper as the child's `rank` reads it (`PaperState`)."""
-
-    id: str
-    title: str
-    relevance: float | None
-    topics: dict[str, int] | None
-    status: Status
-    starred: bool
-    seed: bool
-    day: int | None
 
 
 def _values(row: Any) -> tuple[Any, ...]:
@@ -200,7 +186,7 @@ class _Child:
     """What the child keeps between trainings: the papers, the features it read, the last fit."""
 
     def __init__(self) -> None:
-        self.papers: list[_Paper] = []
+        self.papers: list[PaperRow] = []
         self.texts: TextFeatures | None = None
         self.read: tuple[Path, str, int, int] | None = None
         self.cache = FeatureCache()
@@ -211,7 +197,7 @@ class _Child:
         if job.changed < 0:
             self.papers = []
             while len(self.papers) < job.papers:
-                self.papers.extend(_Paper(*values) for values in _receive(source))
+                self.papers.extend(PaperRow(*values) for values in _receive(source))
             return
         if len(self.papers) != job.papers:
             raise TrainerError("the papers sent before are not the ones changed now")
@@ -219,7 +205,7 @@ class _Child:
         while taken < job.changed:
             part = _receive(source)
             for i, values in part:
-                self.papers[i] = _Paper(*values)
+                self.papers[i] = PaperRow(*values)
             taken += len(part)
 
     def rank(self, job: Job) -> tuple[dict[str, Any], Any]:
