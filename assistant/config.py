@@ -24,15 +24,20 @@ __all__ = ["Settings", "default_config_path", "load_settings"]
 class Settings(BaseSettings):
     """Everything the tool can be configured with.
 
-    Environment names: TRIAGE_STORE, TRIAGE_AGENDA, TRIAGE_CHROMA_URL, TRIAGE_MODEL,
-    TRIAGE_EMBEDDER, OPENAI_API_KEY, OPENAI_BASE_URL, S2_API_KEY, SMTP_PASSWORD, and TRIAGE_<FIELD>
-    for the rest (TRIAGE_HF_URL, TRIAGE_S2_URL, ...). Config-file keys are the field names.
+    Environment names: TRIAGE_STORE, TRIAGE_AGENDA, TRIAGE_CHROMA_URL, TRIAGE_CHROMA_TOKEN,
+    TRIAGE_MODEL, TRIAGE_EMBEDDER, OPENAI_API_KEY, OPENAI_BASE_URL, S2_API_KEY, SMTP_PASSWORD, and
+    TRIAGE_<FIELD> for the rest (TRIAGE_HF_URL, TRIAGE_S2_URL, ...). Config-file keys are the field names.
     """
 
     model_config = SettingsConfigDict(env_prefix="TRIAGE_", extra="ignore", populate_by_name=True)
 
     store: Path = Field(default=Path("store"), description="embedded Chroma store directory")
     chroma_url: str | None = Field(default=None, description="Chroma server URL")
+    # A secret, so no flag (a command line is visible to every user of the machine) and never
+    # shown: SecretStr prints as '**********'.
+    chroma_token: SecretStr | None = Field(
+        default=None, description="token the Chroma server's proxy asks for (docs/server.md)"
+    )
     collection: str = Field(default="papers", description="Chroma collection of papers")
     agenda: Path | None = Field(default=None, description="research agenda (Markdown)")
     model: str | None = Field(default=None, description="LLM model name")

@@ -23,7 +23,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, cast
-from urllib.parse import urlparse
 
 import platformdirs
 
@@ -52,6 +51,8 @@ from assistant.store.mirror import (
     remove_other_layouts,
 )
 from assistant.store.pending import Pending, Write
+from assistant.store.server import SERVER_TIMEOUT as SERVER_TIMEOUT
+from assistant.store.server import http_client, server_refusal
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
     from chromadb.config import Settings as ChromaSettings
 
 META_COLLECTION_SUFFIX = "-meta"
-SERVER_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one request
 BATCH = 1000  # records per Chroma call (its own limit is larger)
 WRITES = ("add", "update", "upsert", "delete")
 
@@ -269,7 +269,7 @@ class Connection:
                 settings.store.mkdir(parents=True, exist_ok=True)
             with _creating(settings):
                 if settings.chroma_url:
-                    client = _http_client(settings.chroma_url)
+                    client = http_client(settings.chroma_url, settings.chroma_token)
                 else:
                     client = chromadb.PersistentClient(
                         path=str(settings.store.resolve()), settings=_chroma_settings()
@@ -281,12 +281,18 @@ class Connection:
         except (ChromaError, ValueError, OSError) as exc:
             if settings.local_store is not None:
                 _forget_client(settings.local_store)
+            refused = server_refusal(exc, settings) if settings.chroma_url else None
+            if refused is not None:
+                raise refused from exc
             if is_disk_full(exc):
                 raise disk_full(location, settings.local_store) from exc
             if is_read_only(exc):
                 raise read_only(location) from exc
             raise StoreError(f"cannot open the store at {location}: {exc}") from exc
         except Exception as exc:  # connection errors come from httpx and others
+            refused = server_refusal(exc, settings) if settings.chroma_url else None
+            if refused is not None:
+                raise refused from exc
             if type(exc).__module__.split(".")[0] in ("httpx", "httpcore", "requests", "urllib3"):
                 raise StoreError(f"cannot reach the Chroma server at {location}: {exc}") from exc
             raise
@@ -490,6 +496,9 @@ class Connection:
         folder removed, its disk full, read-only), or None for any other error."""
         if isinstance(exc, TriageError):
             return None
+        refused = server_refusal(exc, self.settings) if self.settings.chroma_url else None
+        if refused is not None:
+            return refused
         if self.path is not None and not self.path.is_dir():
             return store_gone(self.location)
         if is_disk_full_at(exc, self.path):
@@ -638,24 +647,6 @@ def _file_lock(path: Path, make_dir: bool = True) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _http_client(url: str) -> ClientAPI:
-    import chromadb
-    import httpx
-
-    parsed = urlparse(url if "://" in url else f"http://{url}")
-    if not parsed.hostname:
-        raise StoreError(f"invalid Chroma URL {url!r}: expected e.g. http://127.0.0.1:8000")
-    ssl = parsed.scheme == "https"
-    port = parsed.port or (443 if ssl else 8000)
-    client = chromadb.HttpClient(host=parsed.hostname, port=port, ssl=ssl, settings=_chroma_settings())
-    # Chroma's client waits for ever; a server that stopped answering (one seen stuck after its
-    # disk filled) must end the command with a message instead.
-    session = getattr(getattr(client, "_server", None), "_session", None)
-    if session is not None and hasattr(session, "timeout"):
-        session.timeout = httpx.Timeout(SERVER_TIMEOUT, connect=10.0)
-    return client
 
 
 def _forget_client(path: Path) -> None:
