@@ -19,7 +19,7 @@ from assistant.index import Row
 from assistant.personal.features import TextFeatures, cache_folder
 from assistant.personal.model import Fit
 from assistant.personal.ranking import Explanation, FeatureCache, PaperState, Ranking, rank
-from assistant.personal.rows import LazyRows, PaperRow, TopicMemo, paper_rows
+from assistant.personal.rows import LazyRows, PaperRow, PaperTable, TopicMemo, paper_rows
 from assistant.personal.state import Trained
 from assistant.store import Store
 
@@ -42,7 +42,8 @@ class StoreRanking:
     ranking: Ranking
     rows: Mapping[str, Row]  # built when first asked for
     notes: list[str] = field(default_factory=list)
-    papers: list[PaperRow] = field(default_factory=list)  # what the ranking read of each paper
+    # What the ranking read of each paper.
+    papers: PaperTable | list[PaperRow] = field(default_factory=list)
 
 
 def load_features(
@@ -82,7 +83,7 @@ def store_ranking(
     with no_collection():  # a row per paper: at 100k, collections cost more than the rows
         memo = TopicMemo.load(folder)
         papers = paper_rows(store, folder, memo)
-        memo.keep_only([p.id for p in papers])
+        memo.keep_only(papers.ids)
         saved = Trained.load(folder) or Trained(b"", None, None)
         ranking = rank(texts, papers, agenda_topics, with_estimate=with_estimate, saved=saved)
     try:
@@ -92,4 +93,4 @@ def store_ranking(
             memo.save(folder)
     except OSError:
         pass  # only caches: the next command trains (or reads) again
-    return StoreRanking(ranking, LazyRows(store, [p.id for p in papers]), notes, papers)
+    return StoreRanking(ranking, LazyRows(store, papers.ids), notes, papers)

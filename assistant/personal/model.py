@@ -80,15 +80,25 @@ class Labels:
         cls, statuses: Sequence[Status], starred: Sequence[bool], seeded: Sequence[bool] | None = None
     ) -> Labels:
         status = np.array([STATUS_CODE[st] for st in statuses], dtype=np.int8)
+        return cls.from_codes(status, starred, seeded)
+
+    @classmethod
+    def from_codes(
+        cls,
+        status: np.ndarray,
+        starred: Sequence[bool] | np.ndarray,
+        seeded: Sequence[bool] | np.ndarray | None = None,
+    ) -> Labels:
+        """`from_decisions` of the statuses given by their `STATUS_CODE`."""
         star = np.asarray(starred, dtype=bool)
-        y = np.full(len(statuses), -1, dtype=np.int8)
-        w = np.zeros(len(statuses), dtype=np.float64)
+        y = np.full(len(status), -1, dtype=np.int8)
+        w = np.zeros(len(status), dtype=np.float64)
         y[status == 1], w[status == 1] = 1, 1.0  # accepted
         y[status == 3], w[status == 3] = 1, MAYBE_WEIGHT
         starred_kept = star & (status != 2)
         y[starred_kept], w[starred_kept] = 1, STAR_WEIGHT
         y[status == 2], w[status == 2] = 0, 1.0  # rejected, starred or not
-        seed = np.zeros(len(statuses), dtype=bool) if seeded is None else np.asarray(seeded, dtype=bool)
+        seed = np.zeros(len(status), dtype=bool) if seeded is None else np.asarray(seeded, dtype=bool)
         return cls(y, w, seed & (y >= 0))
 
     @property

@@ -25,6 +25,7 @@ from assistant.personal.lbfgs import Spectrum
 from assistant.personal.matrix import Features
 from assistant.personal.model import (
     ENGINE_WEIGHT,
+    STATUS_CODE,
     Fit,
     Gathered,
     Labels,
@@ -34,6 +35,7 @@ from assistant.personal.model import (
     fit_gathered,
     stable_order,
 )
+from assistant.personal.rows import STATUS_INDEX, STATUSES, PaperTable
 from assistant.personal.state import Trained, ids_digest, problem_key, training_key
 
 NEAREST = 3
@@ -146,24 +148,17 @@ class Ranking:
     trained: Trained | None = None
 
     def __post_init__(self) -> None:
-        self.position = {pid: i for i, pid in enumerate(self.ids)}
+        if len(self.position) != len(self.ids):  # (given: the rows' own, when they have one)
+            self.position = {pid: i for i, pid in enumerate(self.ids)}
         assessed = np.isfinite(self.blended)
         # A paper still to decide is placed among those; a decided one among every assessed paper.
         queue = assessed & self.undecided
         self._assessed, self._queue = int(assessed.sum()), int(queue.sum())
-        engine = np.where(assessed, self.engine, -np.inf)
-        days = np.zeros(len(self.ids)) if self.days is None else np.asarray(self.days, dtype=np.float64)
-        # Where each paper falls among equal scores: the newer first, then by id.
-        by_id = np.empty(len(self.ids), dtype=np.int64)
-        by_id[np.argsort(np.asarray(self.ids), kind="stable")] = np.arange(len(self.ids))
-        self._ties = np.empty(len(self.ids), dtype=np.int64)
-        self._ties[np.lexsort((by_id, -days))] = np.arange(len(self.ids))
-        self._places = np.where(
-            queue, _places(self.blended, queue, self._ties), _places(self.blended, assessed, self._ties)
-        )
-        self._engine_places = np.where(
-            queue, _places(engine, queue, self._ties), _places(engine, assessed, self._ties)
-        )
+        self._assessed_mask, self._queue_mask = assessed, queue
+        # A paper's place is worked out when it is asked for (`explain`): sorting every paper
+        # twice costs more than `show` spends on the rest of its answer at 100k papers.
+        self._days = np.zeros(len(self.ids)) if self.days is None else np.asarray(self.days, dtype=np.float64)
+        self._tie_ranks: np.ndarray | None = None
         self._accepted = np.flatnonzero((self.labels.y == 1) & (self.labels.weight >= 1.0))
         self._rejected = np.flatnonzero(self.labels.y == 0)
         self._gathered: dict[str, np.ndarray] = {}  # their embeddings, once asked for
@@ -200,6 +195,28 @@ class Ranking:
         """(a, b): the sort key of a paper known by its relevance alone is a + b * its z-score."""
         model = self.fit.model
         return (model.intercept, model.engine_weight) if model is not None else (0.0, ENGINE_WEIGHT)
+
+    @property
+    def _ties(self) -> np.ndarray:
+        """Where each paper falls among equal scores: the newer first, then by id."""
+        if self._tie_ranks is None:
+            by_id = np.empty(len(self.ids), dtype=np.int64)
+            by_id[np.argsort(np.asarray(self.ids), kind="stable")] = np.arange(len(self.ids))
+            self._tie_ranks = np.empty(len(self.ids), dtype=np.int64)
+            self._tie_ranks[np.lexsort((by_id, -self._days))] = np.arange(len(self.ids))
+        return self._tie_ranks
+
+    def _place(self, values: np.ndarray, i: int) -> int:
+        """Paper i's 1-based place by descending value among the papers still to decide if it
+        is one, else among every assessed paper; among equal values the newer paper first,
+        then by id (what sorting them all by `assistant.order.queue_key` gives)."""
+        among = self._queue_mask if self.undecided[i] else self._assessed_mask
+        value = values[i]
+        place = 1 + int(np.count_nonzero(among & (values > value)))
+        for j in np.flatnonzero(among & (values == value)):
+            if j != i and (-self._days[j], self.ids[j]) < (-self._days[i], self.ids[i]):
+                place += 1
+        return place
 
     def relevance_order(self) -> list[str]:
         """Every paper's id in the queue's relevance order (`assistant.order.queue_key`)."""
@@ -251,8 +268,8 @@ class Ranking:
             return None
         undecided = bool(self.undecided[i])
         return Explanation(
-            engine_place=int(self._engine_places[i]),
-            place=int(self._places[i]),
+            engine_place=self._place(np.where(self._assessed_mask, self.engine, -np.inf), i),
+            place=self._place(self.blended, i),
             of=self._queue if undecided else self._assessed,
             undecided=undecided,
             engine_score=float(self.engine[i]),
@@ -313,15 +330,6 @@ def _places_word(n: int) -> str:
     return f"{n} place" if n == 1 else f"{n} places"
 
 
-def _places(values: np.ndarray, among: np.ndarray, ties: np.ndarray) -> np.ndarray:
-    """1-based place of each paper of `among` by descending value (ties by `ties`, ascending);
-    0 for the others."""
-    idx = np.flatnonzero(among)
-    places = np.zeros(len(values), dtype=np.int64)
-    places[idx[np.lexsort((ties[idx], -values[idx]))]] = np.arange(1, len(idx) + 1)
-    return places
-
-
 def distinct_terms(terms: list[str]) -> list[str]:
     """Terms without those another (longer) term already contains: 'entity linking' over 'entity'."""
     kept: list[str] = []
@@ -334,6 +342,8 @@ def distinct_terms(terms: list[str]) -> list[str]:
 def topic_names(rows: Sequence[PaperState], agenda_topics: Sequence[str] = ()) -> list[str]:
     if agenda_topics:
         return list(agenda_topics)
+    if isinstance(rows, PaperTable):
+        return rows.topic_names()
     return sorted({name for r in rows if r.topics for name in r.topics})
 
 
@@ -357,6 +367,8 @@ def learns_from(names: Sequence[str]) -> list[bool]:
 
 def topic_scores(rows: Sequence[PaperState], names: Sequence[str]) -> np.ndarray:
     """Each paper's score on each named topic (papers x topics; 0 where it has none)."""
+    if isinstance(rows, PaperTable):
+        return rows.topic_scores(names)
     scores = [r.topics or {} for r in rows]
     out = np.zeros((len(rows), len(names)))
     for j, name in enumerate(names):
@@ -401,17 +413,26 @@ def rank(
     estimates how many relevant papers are left among those still to decide. `saved`, a
     training kept from an earlier command, is used as it is when its inputs are these, and is
     where training starts otherwise; the ranking's `trained` is what to keep next."""
-    ids = [r.id for r in rows]
-    engine = np.array([r.relevance if r.relevance is not None else np.nan for r in rows], dtype=np.float64)
+    table = rows if isinstance(rows, PaperTable) else None  # the store's rows, as columns
+    ids = table.ids if table is not None else [r.id for r in rows]
+    engine = (
+        table.relevance.astype(np.float64)
+        if table is not None
+        else np.array([r.relevance if r.relevance is not None else np.nan for r in rows], dtype=np.float64)
+    )
     assessed = np.isfinite(engine)
     floor = float(engine[assessed].min()) if assessed.any() else 0.0
     filled = np.where(assessed, engine, floor)
     _, topics = learned_topics(rows, agenda_topics)
     cache = cache or FeatureCache()
     X = cache.get(texts, ids, topics)
-    labels = Labels.from_decisions(
-        [r.status for r in rows], [r.starred for r in rows], [r.seed for r in rows]
-    )
+    if table is not None:
+        codes = np.array([STATUS_CODE[status] for status in STATUSES], dtype=np.int8)[table.status]
+        labels = Labels.from_codes(codes, table.starred, table.seed)
+    else:
+        labels = Labels.from_decisions(
+            [r.status for r in rows], [r.starred for r in rows], [r.seed for r in rows]
+        )
     papers = ids_digest(ids) if saved is not None else b""
     key = training_key(texts.saved_generation, papers, filled, topics, labels) if saved is not None else b""
     if saved is not None and saved.papers == papers and saved.order is not None and cache.order is None:
@@ -432,7 +453,11 @@ def rank(
     else:
         model = result.model.personal(X)
     blended = np.where(assessed, blend(result, filled, model), -np.inf)
-    undecided = np.array([r.status is Status.NEW for r in rows], dtype=bool)
+    undecided = (
+        table.status == STATUS_INDEX[Status.NEW]
+        if table is not None
+        else np.array([r.status is Status.NEW for r in rows], dtype=bool)
+    )
     uncertainty = chance = None
     left = None
     estimated = False
@@ -476,14 +501,17 @@ def rank(
         uncertainty=uncertainty,
         chance=chance,
         fit=result,
-        titles=[r.title for r in rows],
+        titles=table.titles if table is not None else [r.title for r in rows],
         labels=labels,
         features=X,
         terms=texts.term_reader(),
         undecided=undecided,
-        days=np.array([getattr(r, "day", None) or 0 for r in rows], dtype=np.float64),
+        days=table.day.astype(np.float64)
+        if table is not None
+        else np.array([getattr(r, "day", None) or 0 for r in rows], dtype=np.float64),
         estimate=left,
         trained=trained,
+        position=table.positions if table is not None else {},
     )
 
 
