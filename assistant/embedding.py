@@ -40,7 +40,9 @@ __all__ = [
 
 @register_embedding_function
 class MiniLMEmbedder(EmbeddingFunction[Documents]):
-    """all-MiniLM-L6-v2 as int8 ONNX, run locally; texts are batched by length."""
+    """all-MiniLM-L6-v2 as int8 ONNX, run locally (`assistant.minilm.embed`: one text per run,
+    a caller per core). `batch_size` (texts per run) and `threads` (callers) change the speed
+    only, never a vector."""
 
     def __init__(
         self,
@@ -55,7 +57,7 @@ class MiniLMEmbedder(EmbeddingFunction[Documents]):
         self.on_batch: Callable[[int], None] | None = None
 
     def _model(self) -> _Model:
-        return _Model.get(self.max_tokens, self.threads)
+        return _Model.get(self.max_tokens)
 
     def load(self) -> None:
         """Load (and verify) the model now rather than on the first call."""
@@ -82,10 +84,10 @@ class MiniLMEmbedder(EmbeddingFunction[Documents]):
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> MiniLMEmbedder:
-        return MiniLMEmbedder(
-            max_tokens=int(config.get("max_tokens", DEFAULT_MAX_TOKENS)),
-            batch_size=int(config.get("batch_size", DEFAULT_BATCH_SIZE)),
-        )
+        # Every store made before one text per run keeps "batch_size": 8 in its collection's
+        # configuration. The batch is a speed setting that no vector depends on, so a saved
+        # one is not followed: such a store embeds as fast as a new one.
+        return MiniLMEmbedder(max_tokens=int(config.get("max_tokens", DEFAULT_MAX_TOKENS)))
 
     def validate_config_update(self, old_config: dict[str, Any], new_config: dict[str, Any]) -> None:
         return
