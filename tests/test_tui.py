@@ -316,9 +316,49 @@ def test_the_queue_cache_makes_the_next_opening_skip_the_scan(assessed: Settings
 
     drive(app, script)
     again = make_app(assessed, tmp_path)
-    assert again.index.built and len(again.index.rows) == 30
     first = ranked_ids(reopen(assessed), tuple(Status))[0]
-    assert again.index.rows[first].status is Status.ACCEPTED
+    # The first screen comes from the rows the last session kept apart, the decision in them.
+    assert again.index.head_stamp and not again.index.built
+    assert first not in again.index.rows and list(again.index.rows) == ranked_ids(reopen(assessed))[:30]
+
+    async def reopened(pilot: Pilot[None]) -> None:
+        assert again.index.built and len(again.index.rows) == 30
+        assert again.index.rows[first].status is Status.ACCEPTED
+
+    drive(again, reopened)
+
+
+def test_the_first_screen_from_the_rows_kept_apart_becomes_the_whole_queue_after_a_write_elsewhere(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    """A session paints its first screen from what the last one kept apart, then reads the
+    whole index and what another client wrote since: the queue and its count are the store's."""
+    app = make_app(assessed, tmp_path)
+
+    async def decide(pilot: Pilot[None]) -> None:
+        await pilot.press("a")
+
+    drive(app, decide)
+    kept = ranked_ids(reopen(assessed))
+    reopen(assessed).set_status([kept[1]], Status.REJECTED)  # another client, after it closed
+    again = make_app(assessed, tmp_path)
+    assert list(again.index.rows) == kept and not again.index.built
+
+    async def reopened(pilot: Pilot[None]) -> None:
+        await pilot.pause(0.4)  # the view's count
+        await settle(pilot)
+        from assistant.personal import store_ranking
+
+        # In the order `triage ranked` gives (the two decisions already blend).
+        undecided = set(ranked_ids(reopen(assessed)))
+        command = store_ranking(reopen(assessed), cache_dir=tmp_path / "elsewhere").ranking
+        expected = [pid for pid in command.relevance_order() if pid in undecided]
+        assert again.index.built and again.shown == expected and kept[1] not in again.shown
+        assert again.matching == len(expected) == 28
+        counts = again.index.counts()
+        assert (counts[Status.ACCEPTED], counts[Status.REJECTED], counts[Status.NEW]) == (1, 1, 28)
+
+    drive(again, reopened)
 
 
 def test_the_queue_is_read_a_page_at_a_time_as_the_cursor_moves(

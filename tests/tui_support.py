@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 from textual.pilot import Pilot
+from textual.worker import WorkerCancelled
 
 from assistant.agenda import Agenda, example_agenda_text, parse_agenda
 from assistant.config import Settings, load_settings
@@ -118,14 +119,24 @@ async def settle(pilot: Pilot[None]) -> None:
     """Let the workers (index, count, refresh, the personal model) finish and the screen update,
     a retrain that a decision scheduled included."""
     for _ in range(3):
-        await pilot.app.workers.wait_for_complete()
+        await complete(pilot)
         await pilot.pause()
     for _ in range(50):
         if not getattr(pilot.app, "_retrain_pending", False):
             break
         await pilot.pause(0.1)
-        await pilot.app.workers.wait_for_complete()
+        await complete(pilot)
     await pilot.pause()
+
+
+async def complete(pilot: Pilot[None]) -> None:
+    """Wait for the workers; a retrain that a newer one replaced (cancelled) is waited past."""
+    for _ in range(20):
+        try:
+            await pilot.app.workers.wait_for_complete()
+            return
+        except WorkerCancelled:
+            await pilot.pause(0.05)
 
 
 def ranked_ids(store: Store, statuses: tuple[Status, ...] = (Status.NEW, Status.MAYBE)) -> list[str]:

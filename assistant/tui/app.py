@@ -18,14 +18,14 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState
-from threadpoolctl import threadpool_limits
 
-from assistant.index import Sort
+from assistant.index import QueueIndex, Sort
+from assistant.selection import Selection
 from assistant.tui.actions import Decisions
 from assistant.tui.dialogs import help_rows
 from assistant.tui.navigation import Navigation
 from assistant.tui.screens import HelpScreen
-from assistant.tui.state import VIEWS
+from assistant.tui.state import UNDECIDED, VIEWS
 from assistant.tui.widgets import Detail, QueueTable, Summary, column_widths
 from assistant.tui.workers import settle_heap, trains_apart
 
@@ -98,30 +98,62 @@ class ReviewApp(Decisions, Navigation):
         yield Footer(compact=True)  # every key of the triage flow fits in 100 columns
 
     def on_mount(self) -> None:
-        # The UI's matrix work is small (a paper's nearest decisions): one BLAS thread, so no
-        # pool of threads spins beside the keypresses.
-        self._blas_limit = threadpool_limits(limits=1, user_api="blas")
         self.fit(self.size.width)  # the columns, and the queue if the index is cached
+        if self.index.head_stamp:
+            self._head_generation = self._generation
+            self.call_after_refresh(self.open_index)  # the first screen is out: the rest now
+        else:
+            self.start()
+        self.set_interval(self.refresh_every, self.tick)
+
+    def open_index(self) -> None:
+        """Read the whole index after a first screen painted from its first rows; the table
+        goes on from it (or is filled again from it if it is not the one the rows came from)."""
+        head, self.index = self.index, QueueIndex.open(self.store, self.cache_dir)
+        self.index.take_counts(head)
+        # A key pressed before this (a decision on a row of the first screen) is kept.
+        self.index.apply(head.rows[pid] for _, pid in head.changes_since(0) if pid in head.rows)
+        same = self.index.stamp == head.head_stamp and self._generation == self._head_generation
+        if same and head.rows:
+            self.table.follow(self.rows_in_view())
+            # The view is counted on the whole index (a count of the first rows is dropped).
+            self._generation += 1
+            self.matching = None
+            self.set_timer(0.3, self.count_view)
+        else:
+            self.reload()
+        self.start()
+
+    def start(self) -> None:
+        """What follows the first screen: what other processes wrote since, and the personal
+        model (or, with no cached index, building it)."""
+        # The UI's matrix work is small (a paper's nearest decisions): one BLAS thread, so no
+        # pool of threads spins beside the keypresses. numpy loads here, after the first screen.
+        import numpy  # noqa: F401 - threadpoolctl limits the BLAS libraries loaded
+        from threadpoolctl import threadpool_limits
+
+        self._blas_limit = threadpool_limits(limits=1, user_api="blas")
         if trains_apart(len(self.index.rows)):
             self.trainer.start()  # it reads its libraries while the queue comes up
         if self.index.built:
             self.call_after_refresh(settle_heap)  # after the first paint
             self.refresh_store()
             self.retrain()
+            self.sort_ahead()
         else:
             self.say("Indexing the store for the queue (once; later openings read the cache)…")
             self.build_index()
-        self.set_interval(self.refresh_every, self.tick)
 
     def tick(self) -> None:
         self.check_agenda()
         self.refresh_store()
 
     def on_unmount(self) -> None:
-        self.trainer.close()
+        if self._trainer is not None:
+            self._trainer.close()
         if self.index.built:
             try:
-                self.index.save(self.cache_dir)
+                self.index.save(self.cache_dir, head=Selection(statuses=UNDECIDED))
             except OSError:
                 pass  # only a cache: the next opening rebuilds it
 

@@ -101,7 +101,12 @@ class Navigation(Workers):
         self.set_sort(sorts[(sorts.index(self.sort) + 1) % len(sorts)])
 
     def action_refresh(self) -> None:
+        """r: decided papers kept on screen leave the view, and what other processes wrote is
+        read (papers it moved take their places then). With nothing kept on screen the table
+        is not filled again: the refresh redraws what changed."""
+        refill = bool(self.sticky) or self.pinned is not None
         self.sticky.clear()
         self.check_agenda()
-        self.reload()
+        if refill:
+            self.reload()
         self.refresh_store()

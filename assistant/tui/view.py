@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
@@ -23,9 +23,6 @@ from assistant.errors import TriageError
 from assistant.index import QueueIndex, Row, Sort
 from assistant.lists import ReadingLists
 from assistant.models import StoredPaper
-from assistant.personal import FeatureCache, Ranking, TextFeatures
-from assistant.personal.process import Trainer
-from assistant.personal.state import Trained
 from assistant.render import lean
 from assistant.selection import Selection
 from assistant.store import Store
@@ -35,6 +32,11 @@ from assistant.tui.dialogs import guarded
 from assistant.tui.screens import ErrorScreen
 from assistant.tui.state import UNDECIDED, DecisionChange, Deletion, Unsaved
 from assistant.tui.widgets import Detail, QueueTable, Summary
+
+if TYPE_CHECKING:  # the personal model's modules (numpy) load after the first screen
+    from assistant.personal import FeatureCache, Ranking, TextFeatures
+    from assistant.personal.process import Trainer
+    from assistant.personal.state import Trained
 
 KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
 
@@ -65,14 +67,18 @@ class QueueView(App[None]):
         self._agenda_mtime = _mtime(settings.agenda_path) if agenda is not None else None
         self.cache_dir = cache_dir
         self.refresh_every = refresh_every
-        self.index = QueueIndex.open(store, cache_dir)
+        self.selection = Selection(statuses=UNDECIDED)
+        # The first screen is painted from the first rows of the queue the last session kept
+        # apart (`QueueIndex.open_head`), the whole index read once it is on screen.
+        self.index = QueueIndex.open_head(store, self.selection, cache_dir) or QueueIndex.open(
+            store, cache_dir
+        )
         self.lists = ReadingLists(store)
         self.prompts: Prompts | None = None
         try:
             self.prompts = load_prompts(settings.prompts)
         except Exception:  # stale marks for LLM assessments need them; the rest works without
             self.prompts = None
-        self.selection = Selection(statuses=UNDECIDED)
         self.view_name = "undecided"
         self.sort = Sort.RELEVANCE
         self.text = ""
@@ -84,6 +90,7 @@ class QueueView(App[None]):
         self.recovery_file: Path | None = None  # where they are written, once there are any
         self._written: dict[str, float] = {}  # when this UI last wrote each paper
         self._generation = 0  # bumped whenever the view is rebuilt
+        self._head_generation = -1  # the generation the first screen was painted at
         self.matching: int | None = None
         self._refresh_failed = False
         self._detail_shown_at = 0.0
@@ -93,13 +100,32 @@ class QueueView(App[None]):
         self._retrain_timer: Any = None
         self._retrain_pending = False
         self._texts_lock = threading.Lock()
-        self._features = FeatureCache()
+        self._features: FeatureCache | None = None
         self._trained: Trained | None = None  # the training kept on disk, once read
-        self.trainer = Trainer()  # trains the personal model in a process of its own
+        self._trainer: Trainer | None = None
         self._trainer_failed = False
         # The paper a decision moved the cursor to, while the cursor stays there: when the
         # queue is re-ranked the cursor goes to the best undecided paper of the new order.
         self._advanced_to: str | None = None
+
+    @property
+    def trainer(self) -> Trainer:
+        """Trains the personal model in a process of its own (made when first needed: its
+        modules load after the first screen)."""
+        if self._trainer is None:
+            from assistant.personal.process import Trainer
+
+            self._trainer = Trainer()
+        return self._trainer
+
+    @property
+    def feature_rows(self) -> FeatureCache:
+        """The papers' feature rows, kept between rankings."""
+        if self._features is None:
+            from assistant.personal import FeatureCache
+
+            self._features = FeatureCache()
+        return self._features
 
     @property
     def table(self) -> QueueTable:

@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from assistant.agenda import Agenda
 from assistant.index import Row
 from assistant.models import Status, StoredPaper
-from assistant.personal import Explanation
 from assistant.render import relevance_bar
 from assistant.triage.keys import OFFLINE_ENGINE
+
+if TYPE_CHECKING:
+    from assistant.personal import Explanation
 
 STATUS_STYLE = {
     Status.NEW: "dim",
@@ -118,6 +121,12 @@ class QueueTable(DataTable[Any]):
         if keep in self.shown:
             self.move_cursor(row=self.shown.index(keep), animate=False)
 
+    def follow(self, rows: Iterator[Row]) -> None:
+        """Go on from these rows: the same view as the rows shown, from a fuller index (rows
+        already shown are skipped)."""
+        self._rows = itertools.islice(rows, len(self.shown), None)
+        self.exhausted = False
+
     def load_more(self) -> None:
         rows = list(itertools.islice(self._rows, PAGE))
         if len(rows) < PAGE:
@@ -131,14 +140,43 @@ class QueueTable(DataTable[Any]):
         return self.shown[row] if 0 <= row < len(self.shown) else None
 
     def redraw(self, rows: list[Row]) -> None:
-        """Redraw the cells that changed (each table update redraws its rows)."""
+        """Redraw the cells that changed."""
         shown = set(self.shown)
         for row in rows:
             if row.id in shown:
                 current = self.get_row(row.id)
-                for key, cell, old in zip(self.widths, self.cells(row), current, strict=True):
-                    if cell != old:
-                        self.update_cell(row.id, key, cell)
+                changed = {
+                    key: cell
+                    for key, cell, old in zip(self.widths, self.cells(row), current, strict=True)
+                    if cell != old
+                }
+                if changed:
+                    self.update_row(row.id, changed)
+
+    def update_row(self, pid: str, cells: dict[str, RenderableType]) -> None:
+        """Put new cells in one row and render that row alone again.
+
+        DataTable's `update_cell` bumps a counter that every cached cell and line is keyed by,
+        so each change rendered every visible row again (~40 rows of 5 cells: most of what a
+        decision key cost). Here only the row's own cached renders are dropped (the lines are
+        put together again from the cached rows). Should the table's caches not be where they
+        were, `update_cell` does it the slow way."""
+        key = RowKey(pid)
+        try:
+            data = self._data[key]
+            caches: tuple[Any, ...] = (self._cell_render_cache, self._row_render_cache)
+            lines = self._line_cache
+        except (AttributeError, KeyError):
+            for column, cell in cells.items():
+                self.update_cell(pid, column, cell)
+            return
+        for column, cell in cells.items():
+            data[ColumnKey(column)] = cell
+        for cache in caches:
+            for cached in [k for k in cache.keys() if k[0] == key]:
+                cache.discard(cached)
+        lines.clear()
+        self.refresh()
 
     def drop(self, pid: str) -> None:
         """Take a paper's row out (the cursor stays on the row that takes its place)."""
