@@ -199,3 +199,6 @@ class RankedQueue:
     ranking: RankSummary | None
     notes: list[str]
     unassessed: int = 0  # papers in the store with no assessment (not in the queue)
+    # The key of the training the queue came from and the folder its estimate is kept in
+    # (`assistant.estimate_refresh`); None for a store behind a Chroma server.
+    trained: tuple[bytes, str] | None = None

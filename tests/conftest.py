@@ -91,6 +91,8 @@ def _home(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # No detached estimate refresher (`assistant.estimate_refresh`) unless a test asks for one.
+    monkeypatch.setenv("TRIAGE_NO_BACKGROUND", "1")
 
 
 def _isolate(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import heapq
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -173,7 +175,10 @@ def assessed_queue() -> RankedQueue:
 
     store = state.store
     before = readcache.signature(settings)
-    personal = state.personal(with_estimate=True)
+    # The estimate of relevant papers left is brought up to date by a process of its own
+    # (`assistant.estimate_refresh`), but for a store behind a Chroma server, where no answer
+    # is kept between commands: there it is computed here, as every ranking there is.
+    personal = state.personal(with_estimate=before is None)
     rows: list[tuple[str, str, float | None, int | None]]
     if personal is None:
         rows = [
@@ -196,8 +201,42 @@ def assessed_queue() -> RankedQueue:
         # answered by a new ranking, not by the one saved from them.
         from assistant.personal.features import features_cache
 
+        trained = personal.ranking.trained
+        if before is not None and trained is not None and trained.key:
+            from assistant.personal import estimate_folder
+
+            # Which training the queue came from, and where its estimate is kept, saved with the answer.
+            queue.trained = (trained.key, str(estimate_folder(store)))
         readcache.save(settings, "ranked", topics, queue, before, depends=[features_cache(store.cache_key)])
     return queue
+
+
+def estimate_words(queue: RankedQueue) -> tuple[str | None, Callable[[], object] | None]:
+    """The estimate line under the queue of new papers (rich markup), and what brings it up to
+    date when the kept one is not of the current decisions (starting `assistant.estimate_refresh`
+    once the command has printed)."""
+    hint = (
+        "[dim]An estimate from your decisions; 'triage check' samples the rest at random for a "
+        "guarantee.[/dim]"
+    )
+    summary = queue.ranking
+    if summary is None:
+        return None, None
+    if summary.estimate:  # computed here (a store behind a Chroma server)
+        return f"[bold]Seen enough?[/bold] {escape(sentence(summary.estimate))}. {hint}", None
+    trained = queue.trained
+    if not summary.has_model or trained is None:
+        return None, None
+    from pathlib import Path
+
+    from assistant.estimate_refresh import KeptEstimate, label, start
+
+    key, folder = trained[0], Path(trained[1])
+    words, current = label(KeptEstimate.load(folder), key, summary.decided)
+    then = None if current else functools.partial(start, folder, state.flags, state.config_file)
+    if words is None:
+        return (None if current else "[bold]Seen enough?[/bold] [dim]estimate updating[/dim]"), then
+    return f"[bold]Seen enough?[/bold] {escape(sentence(words))}. {hint}", then
 
 
 def ranked_items(
@@ -338,11 +377,12 @@ def ranked(
             f"[yellow]{len(stale)} of these were assessed before the agenda, prompts or paper "
             "changed[/yellow] (marked 'stale'); 'triage tag' re-assesses them."
         )
-    if ranking is not None and ranking.estimate and statuses == [Status.NEW]:
-        console.print(
-            f"[bold]Seen enough?[/bold] {escape(sentence(ranking.estimate))}. [dim]An estimate from your "
-            "decisions; 'triage check' samples the rest at random for a guarantee.[/dim]"
-        )
+    words, then = estimate_words(queue) if statuses == [Status.NEW] else (None, None)
+    if words:
+        console.print(words)
+    if then is not None:
+        with contextlib.suppress(OSError):  # not started: the next command starts it
+            then()
 
 
 @app.command()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from assistant.cache import no_collection
 from assistant.index import Row
-from assistant.personal.features import TextFeatures, cache_folder
+from assistant.personal.features import TextFeatures, cache_folder, features_cache
 from assistant.personal.model import Fit
 from assistant.personal.ranking import Explanation, FeatureCache, PaperState, Ranking, rank
 from assistant.personal.rows import LazyRows, PaperRow, PaperTable, TopicMemo, paper_rows
@@ -31,6 +31,7 @@ __all__ = [
     "Ranking",
     "StoreRanking",
     "TextFeatures",
+    "estimate_folder",
     "load_features",
     "rank",
     "store_ranking",
@@ -74,10 +75,12 @@ def store_ranking(
     cache_dir: Path | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     with_estimate: bool = False,
+    over_newer: bool = True,
 ) -> StoreRanking:
     """Rank every paper in the store with the personal model trained on its decisions (the
     same decisions give the same order, in every command and the review UI); `with_estimate`
-    also estimates the relevant papers left."""
+    also estimates the relevant papers left. Without `over_newer`, the training is not kept
+    over one another process kept meanwhile (`Trained.save`)."""
     texts, notes = load_features(store, cache_dir, on_progress)
     folder = cache_folder(texts.cache_path(cache_dir))
     with no_collection():  # a row per paper: at 100k, collections cost more than the rows
@@ -88,9 +91,14 @@ def store_ranking(
         ranking = rank(texts, papers, agenda_topics, with_estimate=with_estimate, saved=saved)
     try:
         if ranking.trained is not None and ranking.trained is not saved:
-            ranking.trained.save(folder, saved)
+            ranking.trained.save(folder, saved, over_newer)
         if memo.changed:
             memo.save(folder)
     except OSError:
         pass  # only caches: the next command trains (or reads) again
     return StoreRanking(ranking, LazyRows(store, papers.ids), notes, papers)
+
+
+def estimate_folder(store: Store, cache_dir: Path | None = None) -> Path:
+    """The folder of the store's kept training and estimate (beside its text features)."""
+    return cache_folder(features_cache(store.cache_key, cache_dir))

@@ -12,7 +12,9 @@ cache folder: a file that cannot be read is trained again.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from assistant.personal.model import Labels
 
 STATE_VERSION = 2
 STATE_FILE = "fit.pickle"
+LOCK_FILE = "fit-save.lock"  # not fit.*: the save's clean-up would take it
 
 
 def ids_digest(ids: Sequence[str]) -> bytes:
@@ -118,10 +121,25 @@ class Trained:
         except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError, ImportError):
             return None
 
-    def save(self, folder: Path, previous: Trained | None = None) -> None:
+    def save(self, folder: Path, previous: Trained | None = None, over_newer: bool = True) -> bool:
         """Write it to `folder` (arrays first, the pickle naming them last); the spectrum is
-        written only when it is not the one `previous` holds."""
+        written only when it is not the one `previous` holds. One process writes at a time (a
+        lock beside it): each removes the arrays its pickle does not name, which would be
+        another's half-written ones. Without `over_newer`, it is not written over a training
+        another process kept since `previous` was read (a background estimate, finishing after
+        a command trained on newer decisions): False then."""
         folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released with the descriptor, or the process
+            if not over_newer and _key(folder) not in (None, previous.key if previous is not None else b""):
+                return False
+            self._write(folder, previous)
+            return True
+        finally:
+            os.close(fd)
+
+    def _write(self, folder: Path, previous: Trained | None) -> None:
         token = secrets.token_hex(6)
         files: dict[str, str] = {}
         arrays: dict[str, Any] = {"theta": self.theta, "scores": self.scores, "order": self.order}
@@ -184,6 +202,15 @@ def _folds(data: dict[str, Any], arrays: dict[str, np.ndarray]) -> Folds | None:
         papers=bytes(data.get("fold_papers", b"")),
         assigned=np.asarray(arrays["fold_assigned"]),
     )
+
+
+def _key(folder: Path) -> bytes | None:
+    """The key of the training kept in `folder`, None when none can be read."""
+    try:
+        data = read_pickle(folder / STATE_FILE)
+        return bytes(data["key"]) if isinstance(data, dict) and data.get("version") == STATE_VERSION else None
+    except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError, ImportError):
+        return None
 
 
 def _files(folder: Path) -> dict[str, str]:

@@ -1,0 +1,163 @@
+"""`triage ranked` answers without computing the estimate of relevant papers left: it prints the
+one kept for the current decisions, or the last one labelled with its age, and a detached
+refresher (`assistant.estimate_refresh`) brings it up to date."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from assistant import estimate_refresh as refresh
+from assistant.agenda import load_agenda
+from assistant.cli import app
+from assistant.config import load_settings
+from assistant.models import Status
+from assistant.personal import estimate_folder, store_ranking
+from assistant.personal.state import Trained
+from assistant.store import Store
+
+runner = CliRunner()
+
+
+def run(*args: str) -> str:
+    result = runner.invoke(app, list(args), env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def estimate_line(output: str) -> str:
+    """The estimate line `ranked` printed ('' when none)."""
+    return output[output.index("Seen enough?") :] if "Seen enough?" in output else ""
+
+
+@pytest.fixture
+def decided(isolated: Path, demo_store: Path) -> Path:
+    """The sample store with enough decisions for an estimate."""
+    store = Store.open(load_settings())
+    ids = [pid for pid, _ in store.iter_metadata()]
+    store.set_status(ids[:8], Status.ACCEPTED)
+    store.set_status(ids[8:20], Status.REJECTED)
+    return isolated
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The folders `ranked` started a refresher for (none is started: the test runs it)."""
+    calls: list[Path] = []
+    monkeypatch.setattr(refresh, "start", lambda folder, flags, config: calls.append(folder) or True)
+    return calls
+
+
+def folder() -> Path:
+    return estimate_folder(Store.open_for_reading(load_settings()))
+
+
+def from_scratch() -> str:
+    """The estimate line `ranked` printed when it computed the estimate itself: from no kept
+    state at all (the caches removed)."""
+    shutil.rmtree(Path(os.environ["XDG_CACHE_HOME"]) / "triage", ignore_errors=True)
+    settings = load_settings()
+    topics = [t.name for t in load_agenda(settings.agenda_path).topics]
+    left = store_ranking(Store.open(settings), topics, with_estimate=True).ranking.estimate
+    assert left is not None
+    line = left.line()
+    return (
+        f"Seen enough? {line[:1].upper() + line[1:]}. An estimate from your decisions; 'triage check' "
+        "samples the rest at random for a guarantee."
+    )
+
+
+def test_after_a_mark_ranked_labels_the_last_estimate_and_a_refresher_brings_it_up_to_date(
+    decided: Path, started: list[Path]
+) -> None:
+    # No estimate kept yet: only a note, and a refresher started.
+    assert estimate_line(run("ranked")) == "Seen enough? estimate updating"
+    assert started == [folder()]
+    assert refresh.refresh({}) is True
+    first = estimate_line(run("ranked"))
+    assert first.startswith("Seen enough? About ") and "updating" not in first
+    assert len(started) == 1  # current: nothing to bring up to date
+
+    result = runner.invoke(app, ["ranked", "--json", "--top", "1"])
+    run("mark", json.loads(result.output.splitlines()[-1])["paper"]["id"], "--accept")
+    labelled = estimate_line(run("ranked"))
+    assert labelled == first.replace(". An estimate", " (as of 1 decision ago; updating). An estimate")
+    assert len(started) == 2
+
+    assert refresh.refresh({}) is True
+    fresh = estimate_line(run("ranked"))
+    assert "updating" not in fresh and len(started) == 2
+    assert fresh == from_scratch()
+
+
+def test_a_refresher_killed_midway_leaves_the_training_readable_and_the_next_one_finishes(
+    decided: Path, started: list[Path]
+) -> None:
+    run("ranked")
+    run("mark", *[pid for pid, _ in Store.open(load_settings()).iter_metadata()][20:22], "--reject")
+    run("ranked")
+    where = folder()
+    command = [sys.executable, "-m", "assistant.estimate_refresh"]
+    for delay in (0.3, 0.8, 1.5):
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        assert Trained.load(where) is not None
+    assert refresh.refresh({}) is True  # the lock died with the killed one
+    assert "updating" not in estimate_line(run("ranked"))
+
+
+def test_one_refresher_at_a_time(decided: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run("ranked")  # (TRIAGE_NO_BACKGROUND: none started)
+    where = folder()
+    monkeypatch.delenv(refresh.NO_BACKGROUND)
+    with refresh.locked(where) as mine:
+        assert mine
+        assert refresh.refresh({}) is False  # another one holds the lock: it does nothing
+        assert refresh.KeptEstimate.load(where) is None
+        assert refresh.start(where, {}, None) is False  # nor is one started
+    assert refresh.refresh({}) is True
+    assert refresh.KeptEstimate.load(where) is not None
+
+
+def test_the_started_refresher_is_detached_and_leaves_no_zombie(
+    decided: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run("ranked")
+    where = folder()
+    monkeypatch.delenv(refresh.NO_BACKGROUND)
+    assert refresh.start(where, {"store": None, "agenda": None, "chroma_url": None}, None)
+    try:  # no child of ours left, running or dead (a server another module started may run)
+        assert os.waitpid(-1, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        pass
+    deadline = time.monotonic() + 120
+    while "Seen enough? About" not in run("ranked"):
+        assert time.monotonic() < deadline, "the refresher did not bring the estimate up to date"
+        time.sleep(0.5)
+
+
+def test_a_refresher_finishing_after_newer_decisions_keeps_the_newer_training(
+    decided: Path, started: list[Path]
+) -> None:
+    run("ranked")
+    where = folder()
+    read = Trained.load(where)  # what a refresher read when it started
+    assert read is not None and read.key
+    run("mark", *[pid for pid, _ in Store.open(load_settings()).iter_metadata()][20:21], "--accept")
+    run("ranked")  # the command trains on the newer decisions and keeps that
+    newer = Trained.load(where)
+    assert newer is not None and newer.key != read.key
+    assert read.save(where, read, over_newer=False) is False
+    kept = Trained.load(where)
+    assert kept is not None and kept.key == newer.key
