@@ -24,6 +24,12 @@ class DiskFullError(StoreError):
     """The disk holding the store has no room for a write."""
 
 
+class ServerUnreachableError(StoreError):
+    """The Chroma server cannot be reached: stopped, restarting, the network down, or the
+    proxy in front of it answering that it is (HTTP 502/503/504). Unlike a refusal it passes:
+    the review UI keeps a change it could not write and saves it when the server answers."""
+
+
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     """The error and those it came from (its cause or context, and theirs)."""
     seen: set[int] = set()

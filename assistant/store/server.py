@@ -12,13 +12,16 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from assistant.config import Settings
-from assistant.errors import StoreError, _chain
+from assistant.errors import ServerUnreachableError, StoreError, _chain
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from pydantic import SecretStr
 
 SERVER_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one request
+# Seconds to open a connection: a server that answers at all does in milliseconds; a host that
+# is down (no refusal comes back) must not hold a command, or a key of the review UI, for long.
+CONNECT_TIMEOUT = 3.0
 
 
 def http_client(url: str, token: SecretStr | None = None) -> ClientAPI:
@@ -49,7 +52,7 @@ def http_client(url: str, token: SecretStr | None = None) -> ClientAPI:
     # disk filled) must end the command with a message instead.
     session = getattr(getattr(client, "_server", None), "_session", None)
     if session is not None and hasattr(session, "timeout"):
-        session.timeout = httpx.Timeout(SERVER_TIMEOUT, connect=10.0)
+        session.timeout = httpx.Timeout(SERVER_TIMEOUT, connect=CONNECT_TIMEOUT)
     return client
 
 
@@ -62,14 +65,18 @@ def server_refusal(exc: BaseException, settings: Settings) -> StoreError | None:
     """The error in words for a Chroma server that cannot be reached (stopped, restarting,
     the network down), or whose proxy refused a request: no token or the wrong one (HTTP
     401/403, or Chroma's own authentication errors), or the server behind it not answering
-    (502/503/504); None for any other error. The token is never part of the words."""
+    (502/503/504); None for any other error. The token is never part of the words. A server
+    that cannot be reached is a `ServerUnreachableError`: it passes, and the review UI keeps
+    what it could not write until the server answers again."""
     import httpx
     from chromadb.errors import AuthorizationError, ChromaAuthError
 
     location = settings.store_location
     for error in _chain(exc):
         if isinstance(error, httpx.TransportError):
-            return StoreError(f"cannot reach the Chroma server at {location}: {error} (is it running?)")
+            return ServerUnreachableError(
+                f"cannot reach the Chroma server at {location}: {error} (is it running?)"
+            )
         status = _status(error)
         if isinstance(error, ChromaAuthError | AuthorizationError) or status in _REFUSED:
             if settings.chroma_token is None or not settings.chroma_token.get_secret_value():
@@ -82,7 +89,7 @@ def server_refusal(exc: BaseException, settings: Settings) -> StoreError | None:
                 "(or chroma_token in the config file) against those its proxy accepts (docs/server.md)"
             )
         if status in _UPSTREAM_DOWN:
-            return StoreError(
+            return ServerUnreachableError(
                 f"the Chroma server at {location} does not answer behind its proxy (HTTP {status}): "
                 "is `chroma run` up? (docs/server.md)"
             )

@@ -12,6 +12,7 @@ import time
 import webbrowser
 from typing import Any
 
+from assistant.errors import ServerUnreachableError
 from assistant.index import Row
 from assistant.lists import check_name
 from assistant.models import Status, StoredPaper, now_utc
@@ -169,7 +170,11 @@ class Decisions(Saving, Workers):
     # -- through dialogs: each dialog returns its result to a callback here --------------
 
     def _current_item(self) -> StoredPaper | None:
+        """The highlighted paper as stored (its note and tags to edit): read, not waited for,
+        from a server known to be down (the error says so, without a dialog)."""
         pid = self.current_id()
+        if pid and self.server_down:
+            raise ServerUnreachableError(str(self.server_down))
         return self.store.get(pid) if pid else None
 
     @guarded

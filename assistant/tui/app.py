@@ -133,6 +133,8 @@ class ReviewApp(Decisions, Navigation):
         from threadpoolctl import threadpool_limits
 
         self._blas_limit = threadpool_limits(limits=1, user_api="blas")
+        # Changes an earlier session could not save; the refresh shows them once written.
+        self.replay_kept()
         if trains_apart(len(self.index.rows)):
             self.trainer.start()  # it reads its libraries while the queue comes up
         if self.index.built:
@@ -147,6 +149,31 @@ class ReviewApp(Decisions, Navigation):
     def tick(self) -> None:
         self.check_agenda()
         self.refresh_store()
+
+    async def action_quit(self) -> None:
+        """q: quit; changes still not saved are said on the way out, with where they are kept."""
+        if self.unsaved and not self.server_down:
+            try:
+                with self._write_lock:
+                    self._retry_unsaved()  # one more try: the store may take them now
+            except Exception:
+                pass  # said below
+        if not self.unsaved:
+            self.exit()
+            return
+        count = len(self.unsaved)
+        what = "1 change was" if count == 1 else f"{count} papers' changes were"
+        why = (
+            f"the Chroma server at {self.store.location} could not be reached"
+            if self.server_down
+            else f"the store at {self.store.location} refused them"
+        )
+        where = (
+            f"they are kept in {self.recovery_file}; the next 'triage review' of this store saves them"
+            if self.recovery_file
+            else "they could not be written to a recovery file"
+        )
+        self.exit(message=f"{what} not saved ({why}): {where}.")
 
     def on_unmount(self) -> None:
         if self._trainer is not None:

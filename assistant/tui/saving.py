@@ -1,16 +1,31 @@
-"""Writing the researcher's changes, and keeping what the store refuses.
+"""Writing the researcher's changes, and keeping what the store refuses or cannot take.
 
 A change the store refuses (removed, read-only, a full disk) stays in the session (its row
-says "not saved"), goes to the recovery file, and is tried again with the next change.
+says "not saved"), goes to the recovery file, and is tried again with the next change. A
+change a Chroma server cannot take (stopped, restarting: `ServerUnreachableError`) is kept the
+same way; while the server is known to be down no key waits on it (the change is kept at once)
+and the periodic refresh tries the kept changes again (`retry_kept`), so they are saved when it
+answers even if the researcher presses nothing more.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
-from assistant.errors import DiskFullError, ReadOnlyError, StoreError, StoreGoneError, is_read_only
+from textual import work
+
+from assistant.errors import (
+    DiskFullError,
+    ReadOnlyError,
+    ServerUnreachableError,
+    StoreError,
+    StoreGoneError,
+    is_read_only,
+)
 from assistant.index import Row
-from assistant.models import StoredPaper
+from assistant.models import Decision, Paper, StoredPaper
+from assistant.tui import recovery
 from assistant.tui.state import Unsaved
 from assistant.tui.view import QueueView
 
@@ -29,14 +44,36 @@ def decided_row(old: Row, item: StoredPaper) -> Row:
 
 
 class Saving(QueueView):
-    """Writes changes to papers, keeps the ones the store refuses and retries them."""
+    """Writes changes to papers, keeps the ones the store refuses or cannot take (a server
+    down), and retries them."""
 
     def latest(self, pid: str) -> StoredPaper | None:
         """The paper as this session knows it: its change kept in the session, else the detail
         pane's copy (read when it was highlighted, re-read when a refresh sees it written:
         current enough to rebuild its row from), else the store's."""
         kept = self.unsaved[pid].item if pid in self.unsaved else self._detail_item
-        return kept if kept is not None and kept.paper.id == pid else self.store.get(pid)
+        if kept is not None and kept.paper.id == pid:
+            return kept
+        if not self.server_down:
+            try:
+                return self.store.get(pid)
+            except ServerUnreachableError as exc:
+                self.went_down(exc)
+        return self.from_row(pid)
+
+    def from_row(self, pid: str) -> StoredPaper | None:
+        """A paper as its queue row knows it, for a change made while the server cannot be read:
+        only the fields the change names are written, so what the row lacks (the note, the
+        abstract) is never written over."""
+        row = self.index.rows.get(pid)
+        if row is None:
+            return None
+        decision = Decision(
+            status=row.status, starred=row.starred, tags=list(row.tags), lists=list(row.lists)
+        )
+        paper = Paper(id=pid, title=row.title, authors=list(row.authors))
+        self._row_only.add(pid)
+        return StoredPaper(paper=paper, decision=decision)
 
     def show_row(self, old: Row, row: Row) -> None:
         """Put a paper's changed row in the index and redraw it, and the counts."""
@@ -53,13 +90,17 @@ class Saving(QueueView):
         create: bool = False,
     ) -> bool:
         """Write a change to a paper's decision (`fields`) or lists. If the store refuses it
-        (removed, read-only, a full disk) the change is kept in this session (the row says
-        "not saved"), written to the recovery file, and tried again with the next change.
-        Returns whether it was saved; errors of other kinds are raised."""
+        (removed, read-only, a full disk) or its server cannot be reached, the change is kept
+        in this session (the row says "not saved"), written to the recovery file, and tried
+        again with the next change (a server's: by the refresh once it answers). Returns
+        whether it was saved; errors of other kinds are raised."""
         pid = item.paper.id
         try:
-            self._retry_unsaved()
-            self._write_change(item, fields, lists or {}, create)
+            if self.server_down:  # no key waits on a server known to be down: the tick retries
+                raise ServerUnreachableError(str(self.server_down))
+            with self._write_lock:
+                self._retry_unsaved()
+                self._write_change(item, fields, lists or {}, create)
         except Exception as exc:
             reason = self._refused(exc)
             if reason is None:
@@ -69,8 +110,11 @@ class Saving(QueueView):
                 item,
                 (old.fields if old else set()) | fields,
                 {**(old.lists if old else {}), **(lists or {})},
+                (old.whole if old else True) and pid not in self._row_only,
             )
             self._keep(reason)
+            if isinstance(exc, ServerUnreachableError):
+                self.went_down(exc)
             return False
         return True
 
@@ -92,15 +136,19 @@ class Saving(QueueView):
         for pid, kept in list(self.unsaved.items()):
             self._write_change(kept.item, kept.fields, kept.lists, False)
             del self.unsaved[pid]
+            self._row_only.discard(pid)
             self.table.unsaved.discard(pid)
             self.update_rows([pid])
         where = f" (the recovery file {self.recovery_file} is no longer needed)" if self.recovery_file else ""
+        recovery.forget(self.recovery_file)
         self.recovery_file = None
         self.say(f"Saved the changes the store had refused before{where}.")
 
     def _refused(self, exc: BaseException) -> str | None:
         """Why the store refused a write, in words; None if the error is not a refusal."""
         refusal = exc if isinstance(exc, StoreError) else self.store.refusal(exc)
+        if isinstance(refusal, ServerUnreachableError):
+            return f"the Chroma server at {self.store.location} cannot be reached"
         if isinstance(refusal, DiskFullError):
             return f"the disk holding the store at {self.store.location} is full"
         if isinstance(refusal, StoreGoneError | ReadOnlyError) or is_read_only(exc):
@@ -114,16 +162,22 @@ class Saving(QueueView):
         if self.recovery_file is None:
             self.recovery_file = undo_file(RECOVERY_DIR)
         lists = {name: "" for kept in self.unsaved.values() for name in kept.item.decision.lists}
+        # A paper known only from its row (the server was down when it was decided) has no
+        # full record to write: the changes file beside it has every change.
+        whole = [k.item for k in self.unsaved.values() if k.whole]
         try:
-            write_full_records(self.recovery_file, [k.item for k in self.unsaved.values()], lists)
-            written = f"written to {self.recovery_file} ('triage ingest' of it replays them)"
+            write_full_records(self.recovery_file, whole, lists)
+            recovery.write_changes(self.recovery_file, self.store, self.unsaved)
+            written = (
+                f"written to {self.recovery_file} (the next 'triage review' of this store saves them; "
+                "'triage ingest' of it replays them)"
+            )
         except OSError as exc:
             written = f"and could not be written to {self.recovery_file} ({exc.strerror or exc}): do not quit"
         count = len(self.unsaved)
         what = "1 change" if count == 1 else f"{count} papers' changes"
-        self.say(
-            f"not saved: {reason}; kept in this session ({what}), retried on the next change, and {written}"
-        )
+        when = "when the server answers" if "cannot be reached" in reason else "on the next change"
+        self.say(f"not saved: {reason}; kept in this session ({what}), retried {when}, and {written}")
         self.table.unsaved = set(self.unsaved)
 
     def show_kept(self, item: StoredPaper) -> None:
@@ -135,3 +189,80 @@ class Saving(QueueView):
         self.show_row(old, decided_row(old, item))
         if self._detail_item is not None and self._detail_item.paper.id == pid:
             self._detail_item = item
+
+    # -- a Chroma server that cannot be reached --------------------------------------------
+
+    def came_back(self) -> None:
+        """A read from the server worked: keys write to it again, the kept changes are tried,
+        and the detail pane that could not be read meanwhile is."""
+        self.server_down = None
+        if self.unsaved:
+            self.retry_kept(dict(self.unsaved))
+        if not self._replayed_all:
+            self.replay_kept()
+        self.show_detail()
+
+    @work(thread=True, exclusive=True, group="retry")
+    def retry_kept(self, kept: dict[str, Unsaved]) -> None:
+        """Write the kept changes off the UI thread (the refresh found the server answering)."""
+        try:
+            for pid, entry in kept.items():
+                with self._write_lock:
+                    if self.unsaved.get(pid) is entry:  # else a key saved it, or changed it again
+                        self._write_change(entry.item, entry.fields, entry.lists, False)
+        except Exception as exc:  # still kept: said once (unreachable) or in a dialog
+            self.call_from_thread(self.show_error, exc)
+            return
+        self.call_from_thread(self._kept_saved, kept)
+
+    def _kept_saved(self, kept: dict[str, Unsaved]) -> None:
+        saved = [pid for pid, entry in kept.items() if self.unsaved.get(pid) is entry]
+        now = time.time()
+        for pid in saved:  # a change made meanwhile to the same paper stays kept (and is retried)
+            del self.unsaved[pid]
+            self._row_only.discard(pid)
+            self._written[pid] = now
+        self.table.unsaved = set(self.unsaved)
+        if not saved:
+            return  # a key's own retry saved them first
+        self.update_rows(saved)
+        if self.unsaved:
+            self.retry_kept(dict(self.unsaved))
+            return
+        recovery.forget(self.recovery_file)
+        self.recovery_file = None
+        papers = "1 paper's change" if len(saved) == 1 else f"{len(saved)} papers' changes"
+        self.say("")
+        self.notify(f"The Chroma server answers again: saved the {papers} kept meanwhile.", timeout=8)
+
+    # -- what an earlier session kept --------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="replay")
+    def replay_kept(self) -> None:
+        """Write the changes earlier sessions of this store kept (they ended with the server
+        down, or the disk full); if it still cannot take them they stay for the next try."""
+        where = recovery.folder()
+        if not where.is_dir():
+            self._replayed_all = True
+            return
+        try:
+            done = recovery.replay(self.store, where)
+        except Exception as exc:  # the files stay; unreachable: retried when the server answers
+            self.call_from_thread(self.show_error, exc)
+            return
+        self._replayed_all = True
+        if done.files:
+            self.call_from_thread(self._replayed, done)
+
+    def _replayed(self, done: recovery.Replayed) -> None:
+        now = time.time()
+        for pid in done.saved:
+            self._written[pid] = now
+        ids = [pid for pid in done.saved if pid in self.index.rows]
+        if ids:
+            self.update_rows(ids)
+        saved = "1 paper's change" if len(done.saved) == 1 else f"{len(done.saved)} papers' changes"
+        newer = (
+            f"; {len(done.superseded)} had been decided again since and were left" if done.superseded else ""
+        )
+        self.notify(f"Saved the {saved} an earlier session could not save{newer}.", timeout=8)

@@ -38,9 +38,12 @@ class Deletion:
 
 @dataclass
 class Unsaved:
-    """A change the store refused (removed, read-only, full): kept in the session, tried again
-    on the next change, and written to the recovery file meanwhile."""
+    """A change the store refused (removed, read-only, full) or a Chroma server could not take
+    (unreachable): kept in the session, tried again, and written to the recovery file meanwhile."""
 
     item: StoredPaper  # the paper with the session's decision
     fields: set[str]  # the decision's fields changed
     lists: dict[str, bool]  # reading lists joined (True) or left (False)
+    # False: the paper is known only from its queue row (the server was down when it was
+    # decided), so it has no full record; only its changed fields are ever written.
+    whole: bool = True

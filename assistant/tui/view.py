@@ -19,7 +19,7 @@ from textual.widgets import Static
 
 from assistant.agenda import Agenda, load_agenda
 from assistant.config import Settings
-from assistant.errors import TriageError
+from assistant.errors import ServerUnreachableError, TriageError
 from assistant.index import QueueIndex, Row, Sort
 from assistant.lists import ReadingLists
 from assistant.models import StoredPaper
@@ -93,6 +93,13 @@ class QueueView(App[None]):
         self._head_generation = -1  # the generation the first screen was painted at
         self.matching: int | None = None
         self._refresh_failed = False
+        # The Chroma server cannot be reached (the error that said so), until a refresh reads it.
+        self.server_down: ServerUnreachableError | None = None
+        self._row_only: set[str] = set()  # papers kept changes were made to from their rows
+        self._replayed_all = False  # the changes earlier sessions kept were written
+        # Held for each write of a change: a kept change written by `retry_kept` (a thread)
+        # never lands after a newer change to the same paper made by a key.
+        self._write_lock = threading.Lock()
         self._detail_shown_at = 0.0
         self._detail_item: StoredPaper | None = None
         self.ranking: Ranking | None = None
@@ -153,8 +160,30 @@ class QueueView(App[None]):
         self.query_one("#status-line", Static).update(text)
 
     def show_error(self, exc: BaseException) -> None:
+        """An error in a modal; a server that cannot be reached is said once, without one."""
+        down = exc if isinstance(exc, ServerUnreachableError) else self.store.refusal(exc)
+        if isinstance(down, ServerUnreachableError):
+            self.went_down(down)
+            self.say(f"{down}: try again once it answers (decisions are kept meanwhile).")
+            return
         title = "Error" if isinstance(exc, TriageError) else type(exc).__name__
         self.push_screen(ErrorScreen(title, str(exc) or repr(exc)))
+
+    def went_down(self, exc: ServerUnreachableError) -> None:
+        """The server cannot be reached: say so once (no dialog), and let keys keep changes
+        without trying it until the periodic refresh finds it answering again."""
+        if self.server_down is None:
+            self.notify(
+                f"The Chroma server at {self.store.location} cannot be reached: changes are kept "
+                "(their rows say not saved) and saved when it answers again.",
+                severity="warning",
+                timeout=8,
+            )
+        self.server_down = exc
+
+    def came_back(self) -> None:
+        """A read from the server worked (`Saving` also writes what was kept meanwhile)."""
+        self.server_down = None
 
     def view_label(self) -> str:
         if self.pinned is not None:
@@ -236,6 +265,10 @@ class QueueView(App[None]):
         pid = self.current_id()
         if pid in self.unsaved:  # the session's change, not what the store still holds
             item: StoredPaper | None = self.unsaved[pid].item
+        elif pid and self.server_down:  # no key waits on a server known to be down
+            self._detail_item = None
+            self.query_one(Detail).show_unreachable(self.store.location)
+            return
         else:
             item = self.store.get(pid) if pid else None
         self._detail_item = item

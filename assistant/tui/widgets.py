@@ -269,6 +269,15 @@ class Detail(Static):
             return
         self.update(render_detail(item, agenda, stale, explanation, note))
 
+    def show_unreachable(self, location: str) -> None:
+        self.update(
+            Text(
+                f"The Chroma server at {location} cannot be reached: this paper's details show "
+                "when it answers. Decisions are kept meanwhile.",
+                "dim",
+            )
+        )
+
 
 def engine_label(engine: str) -> str:
     """What an assessment's score is called: the offline engine's, or an LLM's."""

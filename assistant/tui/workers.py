@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from textual import work
 from textual.worker import Worker, get_current_worker
 
+from assistant.errors import ServerUnreachableError
 from assistant.index import QueueIndex, Row, Sort, model_orders
 from assistant.models import Status
 from assistant.selection import Selection
@@ -102,12 +103,24 @@ class Workers(QueueView):
         try:
             rows, started, gone = self.index.changes(self.store)
         except Exception as exc:
-            if not self._refresh_failed:
+            down = exc if isinstance(exc, ServerUnreachableError) else self.store.refusal(exc)
+            if isinstance(down, ServerUnreachableError):  # said once, in a notification
+                self.call_from_thread(self.went_down, down)
+            elif not self._refresh_failed:
                 self._refresh_failed = True
                 self.call_from_thread(self.show_error, exc)
             return
         self._refresh_failed = False
+        if self.server_down is not None:
+            self.call_from_thread(self._answering)
         self.call_from_thread(self._take_changes, rows, started, gone)
+
+    def _answering(self) -> None:
+        """The server answers again: the kept changes are written, and the personal model
+        (which could not read the store meanwhile) trains again."""
+        if self.server_down is not None:
+            self.came_back()
+            self.schedule_retrain()
 
     def _take_changes(self, rows: list[Row], started: float, gone: Sequence[str] = ()) -> None:
         self.index.stamp = started
@@ -155,7 +168,10 @@ class Workers(QueueView):
         self._retrain_pending = False
         worker = get_current_worker()
         with self._texts_lock:  # a cancelled retrain may still be running: one at a time
-            self._retrain(worker)
+            try:
+                self._retrain(worker)
+            except ServerUnreachableError as exc:  # it trains again when the server answers
+                self.call_from_thread(self.went_down, exc)
 
     def _retrain(self, worker: Worker[None]) -> None:
         # The personal model's modules (numpy's) load here, after the first screen.
