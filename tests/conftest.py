@@ -176,39 +176,59 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real `chroma run` server on a free 127.0.0.1 port, for the whole session."""
+def chroma_exe() -> str:
+    """The `chroma` executable that comes with the chromadb package."""
     exe = shutil.which("chroma", path=str(Path(sys.executable).parent)) or shutil.which("chroma")
     if exe is None:
         pytest.fail("the 'chroma' executable (from the chromadb package) is not installed")
-    path = tmp_path_factory.mktemp("chroma-server")
-    port = free_port()
-    log = open(path / "server.log", "wb")
-    proc = subprocess.Popen(
-        [exe, "run", "--path", str(path / "data"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    return exe
+
+
+def wait_for_heartbeat(url: str, proc: subprocess.Popen[bytes], log: Path, what: str = "") -> None:
+    """Wait until a Chroma server (or the proxy in front of one) at `url` answers its heartbeat;
+    fail with the end of its log if the process exits or 30 s pass."""
     deadline = time.monotonic() + 30
     while True:
         try:
             with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as resp:
                 json.load(resp)
-            break
+            return
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                pytest.fail(f"chroma server did not start: {(path / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.2)
-    yield url
+                pytest.fail(f"{what or url} did not start: {log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.05)
+
+
+def start_chroma(data: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """A real `chroma run` on 127.0.0.1:`port` with its data in `data`, answering once returned."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [chroma_exe(), "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    wait_for_heartbeat(f"http://127.0.0.1:{port}", proc, log, "chroma server")
+    return proc
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
-    log.close()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real `chroma run` server on a free 127.0.0.1 port, for the whole session."""
+    path = tmp_path_factory.mktemp("chroma-server")
+    port = free_port()
+    proc = start_chroma(path / "data", port, path / "server.log")
+    yield f"http://127.0.0.1:{port}"
+    stop_process(proc)
 
 
 @pytest.fixture(params=["embedded", "server"])

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -28,7 +27,7 @@ from typer.testing import CliRunner
 
 from assistant.cli import app
 from assistant.config import load_settings
-from conftest import free_port, sample_records, write_lines
+from conftest import free_port, sample_records, start_chroma, stop_process, wait_for_heartbeat, write_lines
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 TEMPLATE = DEPLOY / "nginx" / "triage-chroma.conf.template"
@@ -44,29 +43,6 @@ class Lab:
     alice: str  # two tokens the proxy accepts
     bob: str
     logs: Path  # the proxy's logs and configuration
-
-
-def _wait_for(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as resp:
-                json.load(resp)
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"{url} did not start: {log.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.05)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _rendered(upstream: str) -> str:
@@ -121,9 +97,9 @@ def lab(chroma_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"
-    _wait_for(url, proc, out)
+    wait_for_heartbeat(url, proc, out)
     yield Lab(url, alice, bob, root)
-    _stop(proc)
+    stop_process(proc)
 
 
 def triage(url: str, collection: str, *args: str, token: str | None = None) -> Any:
@@ -242,17 +218,8 @@ def test_a_jsonl_backup_restores_papers_and_decisions_into_a_fresh_store(
 
 
 def _chroma_run(data: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    exe = shutil.which("chroma", path=str(Path(sys.executable).parent)) or "chroma"
     port = free_port()
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [exe, "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    _wait_for(url, proc, log)
-    return proc, url
+    return start_chroma(data, port, log), f"http://127.0.0.1:{port}"
 
 
 def test_a_copy_of_a_stopped_servers_data_directory_is_the_whole_store(
@@ -269,7 +236,7 @@ def test_a_copy_of_a_stopped_servers_data_directory_is_the_whole_store(
         assert triage(url, "papers", "mark", some["id"], "--accept").exit_code == 0
         before = ids_and_status(url, "papers", None)
     finally:
-        _stop(proc)
+        stop_process(proc)
     # Meanwhile, a command says in one line that the server is not there.
     stopped = triage(url, "papers", "stats")
     assert stopped.exit_code == 1 and "Traceback" not in stopped.output
@@ -282,7 +249,7 @@ def test_a_copy_of_a_stopped_servers_data_directory_is_the_whole_store(
         assert ids_and_status(url, "papers", None) == before
         assert [status for status, _ in before.values()].count("accepted") == 1
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 def test_the_compose_file_pins_the_clients_chroma_and_publishes_only_the_proxy(tmp_path: Path) -> None:

@@ -6,11 +6,8 @@ by the refresh once it answers; a quit while it is down keeps them for the next 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +23,7 @@ from assistant.store import Store
 from assistant.tui.app import ReviewApp
 from assistant.tui.screens import ErrorScreen
 from assistant.tui.widgets import UNSAVED_MARK
-from conftest import free_port
+from conftest import free_port, start_chroma, stop_process
 
 REFRESH = 0.3  # seconds between the UI's refreshes: the retry after the server returns
 
@@ -35,42 +32,16 @@ class Server:
     """`chroma run` on one port and data directory, stopped and started again at will."""
 
     def __init__(self, root: Path) -> None:
-        exe = shutil.which("chroma", path=str(Path(sys.executable).parent)) or shutil.which("chroma")
-        if exe is None:
-            pytest.fail("the 'chroma' executable (from the chromadb package) is not installed")
-        self.exe, self.root, self.port = exe, root, free_port()
+        self.root, self.port = root, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        with (self.root / "server.log").open("ab") as log:
-            self.proc = subprocess.Popen(
-                [self.exe, "run", "--path", str(self.root / "data"), "--host", "127.0.0.1"]
-                + ["--port", str(self.port)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/api/v2/heartbeat", timeout=1) as resp:
-                    json.load(resp)
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.proc.kill()
-                    log_text = (self.root / "server.log").read_text(errors="replace")[-2000:]
-                    pytest.fail(f"chroma did not start: {log_text}")
-                time.sleep(0.05)
+        self.proc = start_chroma(self.root / "data", self.port, self.root / "server.log")
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc)
             self.proc = None
 
 
