@@ -132,6 +132,19 @@ def demo_store(demo_template: Path, isolated: Path) -> Path:
     return isolated
 
 
+@pytest.fixture
+def decided(demo_store: Path) -> Path:
+    """The sample store, assessed offline, with decisions that teach the personal model (8
+    accepted, 12 rejected) and give it an estimate: its cwd."""
+    from assistant.models import Status
+
+    store = Store.open(load_settings())
+    ids = [pid for pid, _ in store.iter_metadata()]
+    store.set_status(ids[:8], Status.ACCEPTED)
+    store.set_status(ids[8:20], Status.REJECTED)
+    return demo_store
+
+
 # The modules that take longest, run first: `make test` runs the suite on two pytest-xdist
 # workers (`-n 2 --dist loadfile --no-loadscope-reorder`), which take whole modules in this
 # order, so that no long module starts last while the other worker has nothing left to do.

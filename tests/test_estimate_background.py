@@ -20,7 +20,6 @@ from assistant import estimate_refresh as refresh
 from assistant.agenda import load_agenda
 from assistant.cli import app
 from assistant.config import load_settings
-from assistant.models import Status
 from assistant.personal import estimate_folder, store_ranking
 from assistant.personal.state import Trained
 from assistant.store import Store
@@ -37,16 +36,6 @@ def run(*args: str) -> str:
 def estimate_line(output: str) -> str:
     """The estimate line `ranked` printed ('' when none)."""
     return output[output.index("Seen enough?") :] if "Seen enough?" in output else ""
-
-
-@pytest.fixture
-def decided(isolated: Path, demo_store: Path) -> Path:
-    """The sample store with enough decisions for an estimate."""
-    store = Store.open(load_settings())
-    ids = [pid for pid, _ in store.iter_metadata()]
-    store.set_status(ids[:8], Status.ACCEPTED)
-    store.set_status(ids[8:20], Status.REJECTED)
-    return isolated
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pytest
 from typer.testing import CliRunner
 
 from assistant.agenda import load_agenda
@@ -29,15 +28,6 @@ def run(*args: str):  # type: ignore[no-untyped-def]
     result = CliRunner().invoke(app, list(args), catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result
-
-
-@pytest.fixture
-def decided(demo_store: Path) -> Path:
-    store = Store.open(load_settings())
-    ids = [pid for pid, _ in store.iter_metadata()]
-    store.set_status(ids[:8], Status.ACCEPTED)
-    store.set_status(ids[8:20], Status.REJECTED)
-    return demo_store
 
 
 def truth(store: Store) -> list[tuple[object, ...]]:

@@ -176,16 +176,6 @@ def test_lanczos_finds_the_steep_directions_of_a_matrix() -> None:
     np.testing.assert_allclose(found.inverse(g), np.linalg.solve(assumed, g), rtol=1e-6, atol=1e-9)
 
 
-@pytest.fixture
-def decided(isolated: Path, demo_store: Path) -> Path:
-    """The sample store, assessed offline, with decisions that teach the model."""
-    store = Store.open(load_settings())
-    ids = [pid for pid, _ in store.iter_metadata()]
-    store.set_status(ids[:8], Status.ACCEPTED)
-    store.set_status(ids[8:20], Status.REJECTED)
-    return isolated
-
-
 def test_the_same_decisions_are_not_trained_again(decided: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = store_ranking(Store.open(load_settings()), with_estimate=True)
     assert first.ranking.personal

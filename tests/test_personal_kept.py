@@ -204,15 +204,6 @@ def test_a_vectorizer_the_numpy_transform_does_not_repeat_is_left_to_scikit_lear
     np.testing.assert_array_equal(numpy_transform.transform(documents).data, plain.transform(documents).data)
 
 
-@pytest.fixture
-def decided(demo_store: Path) -> Path:
-    store = Store.open(load_settings())
-    ids = [pid for pid, _ in store.iter_metadata()]
-    store.set_status(ids[:8], Status.ACCEPTED)
-    store.set_status(ids[8:20], Status.REJECTED)
-    return demo_store
-
-
 def test_new_papers_are_read_in_without_scikit_learn_and_appended_to_the_cache(decided: Path) -> None:
     first, _ = load_features(Store.open(load_settings()))
     generation, before = first.generation, len(first.ids)
