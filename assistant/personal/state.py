@@ -12,9 +12,7 @@ cache folder: a file that cannot be read is trained again.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from assistant.cache import read_pickle, write_pickle
+from assistant.personal.arrays import locked
 from assistant.personal.estimate import FOLD_VERSION, Estimate, Folds
 from assistant.personal.lbfgs import Spectrum
 from assistant.personal.model import Labels
@@ -129,15 +128,12 @@ class Trained:
         another process kept since `previous` was read (a background estimate, finishing after
         a command trained on newer decisions): False then."""
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # released with the descriptor, or the process
+        # Not held only where the lock file cannot be made: the write below then fails itself.
+        with locked(folder / LOCK_FILE):
             if not over_newer and _key(folder) not in (None, previous.key if previous is not None else b""):
                 return False
             self._write(folder, previous)
             return True
-        finally:
-            os.close(fd)
 
     def _write(self, folder: Path, previous: Trained | None) -> None:
         token = secrets.token_hex(6)
