@@ -123,14 +123,19 @@ def timed(func: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
-def report(name: str, title: str, columns: list[str], rows: list[list[Any]], extra: dict[str, Any]) -> None:
-    """Print a table and write bench/results/<name>.json."""
+def print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    """The bench's table: the first column left, the others right, floats to three places."""
     table = Table(title=title, title_justify="left")
     for col in columns:
         table.add_column(col, justify="left" if col == columns[0] else "right")
     for row in rows:
         table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row])
     console.print(table)
+
+
+def report(name: str, title: str, columns: list[str], rows: list[list[Any]], extra: dict[str, Any]) -> None:
+    """Print a table and write bench/results/<name>.json."""
+    print_table(title, columns, rows)
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": name,

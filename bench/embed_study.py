@@ -90,6 +90,17 @@ def derive_models(source: str, out: str) -> None:
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
 
+    def prune_dead(graph: Any) -> None:
+        """Remove the nodes no output depends on any more, until none is left."""
+        outputs = {o.name for o in graph.output}
+        while True:
+            used = {x for n in graph.node for x in n.input} | outputs
+            dead = [n for n in graph.node if not any(o in used for o in n.output)]
+            if not dead:
+                return
+            for node in dead:
+                graph.node.remove(node)
+
     model = onnx.load(source)
     graph = model.graph
     producer = {o: n for n in graph.node for o in n.output}
@@ -121,14 +132,7 @@ def derive_models(source: str, out: str) -> None:
         for i, name in enumerate(node.input):
             if name in rename:
                 node.input[i] = rename[name]
-    outputs = {o.name for o in graph.output}
-    while True:
-        used = {x for n in graph.node for x in n.input} | outputs
-        dead = [n for n in graph.node if not any(o in used for o in n.output)]
-        if not dead:
-            break
-        for node in dead:
-            graph.node.remove(node)
+    prune_dead(graph)
     onnx.save(model, str(target / "nomask_noguard.onnx"))
 
     # Fold the int8 weights to float32 as ONNX Runtime does at load (basic level only).
@@ -193,14 +197,7 @@ def derive_models(source: str, out: str) -> None:
         )
         fused += 1
     assert fused == 6, fused
-    outputs = {o.name for o in graph.output}
-    while True:
-        used = {x for n in graph.node for x in n.input} | outputs
-        dead = [n for n in graph.node if not any(o in used for o in n.output)]
-        if not dead:
-            break
-        for node in dead:
-            graph.node.remove(node)
+    prune_dead(graph)
     used = {x for n in graph.node for x in n.input}
     for init in [i for i in graph.initializer if i.name not in used]:
         graph.initializer.remove(init)
@@ -257,7 +254,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, ROOT, console  # noqa: E402
+from common import RESULTS, ROOT, console, print_table  # noqa: E402
 
 SCREENING = ROOT.parent / "shared" / "fixtures" / "screening"
 SCREENING_AGENDAS = ROOT / "bench" / "screening"
@@ -672,17 +669,6 @@ def load_average() -> float:
 # --- sections ----------------------------------------------------------------------------------
 
 
-def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left")
-    for col in columns:
-        t.add_column(col, justify="left" if col == columns[0] else "right")
-    for row in rows:
-        t.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row])
-    console.print(t)
-
-
 def token_lengths(texts: list[str]) -> np.ndarray:
     from tokenizers import Tokenizer
 
@@ -769,7 +755,7 @@ def section_profile(texts: list[str]) -> dict[str, Any]:
     op_total = sum(by_op.values()) or 1
     rows = [[k, f"{v:.2f} s", f"{100 * v / total:.1f}%"] for k, v in stages.items()]
     rows.append(["(tokenize without truncation, for scale)", f"{full_tokenize:.2f} s", ""])
-    table(
+    print_table(
         f"Where today's time goes: {len(texts)} documents, one caller, {total:.1f} s wall, "
         f"{cpu:.1f} s CPU (load average {load_average():.1f})",
         ["stage", "seconds", "share"],
@@ -779,7 +765,7 @@ def section_profile(texts: list[str]) -> dict[str, Any]:
     op_rows.append(
         ["(ops on batch x 12 heads x tokens tensors: attention)", f"{100 * attention_shaped / op_total:.1f}%"]
     )
-    table(
+    print_table(
         "Inside session.run: ONNX Runtime's per-operator time (today's lean graph after optimisation)",
         ["operator", "share"],
         op_rows,
@@ -814,7 +800,7 @@ def section_identity(texts: list[str], chosen: list[Setting]) -> dict[str, Any]:
         if s.pretruncate:
             out[s.name]["retokenised_whole"] = s._state.get("redone", 0)
         s.close()
-    table(
+    print_table(
         f"Vectors against today's ({len(texts)} documents)",
         ["setting", "max |diff|", "min cosine", "bit-identical"],
         rows,
@@ -841,7 +827,9 @@ def section_sets(with_screening: bool) -> dict[str, Any]:
     total = sum(v["documents"] for v in out.values())
     worst = max((v["max_abs_diff"] for v in out.values()), default=0.0)
     rows.append(["all", total, f"{worst:.3g}"])
-    table("Today's vectors against before's on the quality documents", ["documents", "n", "max |diff|"], rows)
+    print_table(
+        "Today's vectors against before's on the quality documents", ["documents", "n", "max |diff|"], rows
+    )
     return {"groups": out, "documents": total, "max_abs_diff": worst}
 
 
@@ -899,7 +887,7 @@ def section_speed(texts: list[str], chosen: list[Setting], rounds: int) -> dict[
             ]
         )
         s.close()
-    table(
+    print_table(
         f"Speed on {cores_now()} core(s): {len(texts)} documents per run, {rounds} rounds, "
         "each setting paired "
         f"with today's (today: {base_wall:.1f}/s wall median, {base_cpu:.1f} per CPU-second); load average "
@@ -962,7 +950,7 @@ def section_memory(n: int, names: list[str]) -> dict[str, float]:
             out[name] = float(done.stdout.strip().splitlines()[-1])
         else:
             sys.stderr.write(done.stderr[-2000:])
-    table(
+    print_table(
         "Peak memory of a fresh process embedding the documents",
         ["setting", "peak RSS MB"],
         [[k, f"{v:.0f}"] for k, v in out.items()],
@@ -1197,7 +1185,7 @@ def section_quality(
             ]
             worst = min(lab["sets"][k][kind] - base["labelled"]["sets"][k][kind] for k in set_names)
             rows.append([s.name, kind, *cells, *halves, "" if s.name == today else f"{worst:+.3f}"])
-    table(
+    print_table(
         "Labelled sets: mean AP over agendas, both forms, both readers (today's row: AP; others: difference)",
         ["setting", "ranker", *set_names, "tuning (A-B)", "held out (C-I)", "worst set"],
         rows,
@@ -1226,7 +1214,7 @@ def section_quality(
                     else f"{min(scr[n][key] - base['screening'][n][key] for n in scr):+.3f}"
                 )
                 rows.append([s.name, key, *cells, worst])
-        table(
+        print_table(
             "Screening reviews: mean AP of the 7 tuning / 7 held-out reviews "
             "(today's row: AP; others: difference)",
             ["setting", "ranker, agenda", "tuning half", "held-out half", "worst review"],
