@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import getpass
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -18,13 +20,35 @@ from pydantic_settings import (
 from assistant.defaults import default_config_path
 from assistant.errors import ConfigError
 
+PERSON_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
+
+
+def check_person(name: str) -> str:
+    """A person's name as given (`--user`, TRIAGE_USER), or a ConfigError saying what is wrong."""
+    if not PERSON_NAME.fullmatch(name):
+        raise ConfigError(
+            f"the user name {name!r} cannot name a person: use letters, digits and . _ @ + - "
+            "(up to 64, starting with a letter or digit)"
+        )
+    return name
+
+
+def login_name() -> str:
+    """The default person: the login name (`user` when the system gives none a name can use)."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = os.environ.get("USER", "")
+    return name if PERSON_NAME.fullmatch(name or "") else "user"
+
+
 __all__ = ["Settings", "default_config_path", "load_settings"]
 
 
 class Settings(BaseSettings):
     """Everything the tool can be configured with.
 
-    Environment names: TRIAGE_STORE, TRIAGE_AGENDA, TRIAGE_CHROMA_URL, TRIAGE_CHROMA_TOKEN,
+    Environment names: TRIAGE_STORE, TRIAGE_USER, TRIAGE_AGENDA, TRIAGE_CHROMA_URL, TRIAGE_CHROMA_TOKEN,
     TRIAGE_MODEL, TRIAGE_EMBEDDER, OPENAI_API_KEY, OPENAI_BASE_URL, S2_API_KEY, SMTP_PASSWORD, and
     TRIAGE_<FIELD> for the rest (TRIAGE_HF_URL, TRIAGE_S2_URL, ...). Config-file keys are the field names.
     """
@@ -39,6 +63,9 @@ class Settings(BaseSettings):
         default=None, description="token the Chroma server's proxy asks for (docs/server.md)"
     )
     collection: str = Field(default="papers", description="Chroma collection of papers")
+    user: str | None = Field(
+        default=None, description="the person the commands act as (default: the login name)"
+    )
     agenda: Path | None = Field(default=None, description="research agenda (Markdown)")
     model: str | None = Field(default=None, description="LLM model name")
     embedder: str = Field(default="minilm-int8", description="minilm-int8 or openai:<model>")
@@ -97,6 +124,11 @@ class Settings(BaseSettings):
     def agenda_path(self) -> Path:
         """The agenda file: as set, else `agenda.md` beside the store."""
         return self.agenda if self.agenda is not None else self.store.parent / "agenda.md"
+
+    @property
+    def person(self) -> str:
+        """The person the commands act as: `user` as set, else the login name."""
+        return check_person(self.user) if self.user else login_name()
 
     @property
     def llm_configured(self) -> bool:

@@ -15,7 +15,8 @@ from pydantic import BaseModel, Field
 
 from assistant.errors import TriageError
 from assistant.models import now_utc
-from assistant.store import LIST_RECORD, Store, list_key
+from assistant.store import Store, list_key
+from assistant.store.people import ADDED_BY, SHARED_LIST_RECORD, View, added_by_key
 
 MAX_NAME = 80
 
@@ -28,6 +29,10 @@ class ReadingList(BaseModel):
     name: str
     description: str = ""
     created_at: datetime = Field(default_factory=now_utc)
+    # A shared list is the lab's (every person of the store sees and files into it); any other
+    # is its maker's own. `created_by` names the maker of a shared list.
+    shared: bool = False
+    created_by: str | None = None
 
 
 def check_name(name: str) -> str:
@@ -47,11 +52,20 @@ class ReadingLists:
         self.store = store
 
     def _load(self) -> dict[str, ReadingList]:
-        stored = self.store.named_records(LIST_RECORD)
+        """This person's lists and the shared ones (a shared list's name hides an own list's)."""
+        stored = self.store.named_records(self.store.view.list_record)
+        shared = self.store.named_records(SHARED_LIST_RECORD)
+        self.store.share_lists(shared)  # made since the store was opened, perhaps by someone else
+        stored.update({n: {**v, "shared": True} for n, v in shared.items()})
         return {name: ReadingList.model_validate(value) for name, value in stored.items()}
 
+    def _kind(self, reading_list: ReadingList) -> str:
+        return SHARED_LIST_RECORD if reading_list.shared else self.store.view.list_record
+
     def _save(self, reading_list: ReadingList) -> None:
-        self.store.put_named_record(LIST_RECORD, reading_list.model_dump(mode="json"))
+        self.store.put_named_record(self._kind(reading_list), reading_list.model_dump(mode="json"))
+        if reading_list.shared:
+            self.store.share_lists([reading_list.name])
 
     def all(self) -> list[ReadingList]:
         """Every list, by name."""
@@ -70,16 +84,45 @@ class ReadingLists:
     def exists(self, name: str) -> bool:
         return " ".join(name.split()) in self._load()
 
-    def create(self, name: str, description: str = "", *, exist_ok: bool = False) -> ReadingList:
+    def create(
+        self, name: str, description: str = "", *, exist_ok: bool = False, shared: bool = False
+    ) -> ReadingList:
+        """Make a list: this person's own, or (`shared`) one every person of the store files into."""
         name = check_name(name)
         lists = self._load()
         if name in lists:
             if exist_ok:
                 return lists[name]
             raise ListError(f"a reading list named {name!r} already exists")
-        lists[name] = ReadingList(name=name, description=description.strip())
-        self._save(lists[name])
-        return lists[name]
+        if shared:
+            self._check_shareable(name)
+        made = ReadingList(
+            name=name,
+            description=description.strip(),
+            shared=shared,
+            created_by=self.store.view.person if shared else None,
+        )
+        lists[name] = made
+        self._save(made)
+        return made
+
+    def _check_shareable(self, name: str) -> None:
+        """A shared list's name must be no person's own list's (the shared list would hide it)."""
+        if name.endswith(ADDED_BY):
+            raise ListError(f"a shared list's name cannot end with {ADDED_BY!r}")
+        first, people = self.store.people()
+        for person in people:
+            kind = View(person=person, first=person == first).list_record
+            if name in self.store.named_records(kind):
+                raise ListError(f"{person} has a reading list named {name!r}: choose another name")
+
+    def added_by(self, name: str) -> dict[str, str]:
+        """Who put each paper in a shared list: {paper id: person} ({} for an own list)."""
+        if not self.get(name).shared:
+            return {}
+        key = added_by_key(name)
+        members = self.store.iter_metadata({list_key(name): True})
+        return {pid: str(meta.get(key) or "") for pid, meta in members}
 
     def describe(self, name: str, description: str) -> ReadingList:
         lists = self._load()
@@ -113,6 +156,8 @@ class ReadingLists:
             raise ListError(f"a reading list named {new!r} already exists")
         if new == old:
             return lists[old]
+        if lists[old].shared:
+            self._check_shareable(new)
         members = self.members(old)
         renamed = lists[old].model_copy(update={"name": new})
         # The new list first, then its members, then the old list goes: if this stops half-way,
@@ -120,14 +165,14 @@ class ReadingLists:
         self._save(renamed)
         self._change(members, new, True)
         self._change(members, old, False)
-        self.store.delete_named_record(LIST_RECORD, old)
+        self.store.delete_named_record(self._kind(lists[old]), old)
         return renamed
 
     def delete(self, name: str) -> int:
         """Delete a list (never its papers); returns how many papers were in it."""
-        name = self.get(name).name
-        removed = self._change(self.members(name), name, False)
-        self.store.delete_named_record(LIST_RECORD, name)
+        found = self.get(name)
+        removed = self._change(self.members(found.name), found.name, False)
+        self.store.delete_named_record(self._kind(found), found.name)
         return removed
 
     def _change(self, ids: Iterable[str], name: str, member: bool) -> int:

@@ -47,7 +47,7 @@ def signature(settings: Settings) -> Signature | None:
 
 
 def _path(settings: Settings, part: str, cache_dir: Path | None) -> Path:
-    where = f"{settings.store.resolve()}#{settings.collection}#{part}"
+    where = f"{settings.store.resolve()}#{settings.collection}#{part}@{settings.person}"
     return cache_file("answers", where, cache_dir)
 
 

@@ -51,10 +51,19 @@ def _papers(n: int) -> str:
 def create(
     name: Name,
     description: Annotated[str, typer.Option("--description", "-d", help="What the list is for.")] = "",
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared",
+            help="A list every person of a shared store sees and files into (it shows who added "
+            "what); without it a list is your own.",
+        ),
+    ] = False,
 ) -> None:
     """Create a reading list."""
-    created = _lists().create(name, description)
-    console.print(f"Created the reading list '{escape(created.name)}'.")
+    created = _lists().create(name, description, shared=shared)
+    whose = " (shared: everyone using this store sees it)" if created.shared else ""
+    console.print(f"Created the reading list '{escape(created.name)}'{whose}.")
 
 
 @list_app.command("ls")
@@ -73,9 +82,8 @@ def ls() -> None:
     table.add_column("description", overflow="fold")
     table.add_column("created", style="dim", no_wrap=True)
     for rl in everything:
-        table.add_row(
-            escape(rl.name), str(counts[rl.name]), escape(rl.description), f"{rl.created_at:%Y-%m-%d}"
-        )
+        made = f"{rl.created_at:%Y-%m-%d}" + (f" · shared by {rl.created_by}" if rl.shared else "")
+        table.add_row(escape(rl.name), str(counts[rl.name]), escape(rl.description), escape(made))
     console.print(table)
 
 
@@ -102,7 +110,9 @@ def show(
             f"The list '{escape(rl.name)}' is empty: 'triage list add {escape(rl.name)} ID...' fills it."
         )
         return
-    console.print(papers_table(items, f"{escape(rl.name)}: {_papers(len(items))}", width=console.width))
+    marks = {pid: f"· added by {who}" for pid, who in lists.added_by(rl.name).items() if who}
+    title = f"{escape(rl.name)}: {_papers(len(items))}" + (" (shared)" if rl.shared else "")
+    console.print(papers_table(items, title, width=console.width, marks=marks))
 
 
 @list_app.command("add")

@@ -284,6 +284,15 @@ def main(
             show_default=False,
         ),
     ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TRIAGE_USER",
+            help="Act as this person in a shared store: decisions, stars, notes, lists and the "
+            "learned model are each person's own (default: your login name).",
+            show_default=False,
+        ),
+    ] = None,
     agenda: Annotated[
         Path | None,
         typer.Option(
@@ -306,7 +315,7 @@ def main(
     ] = False,
 ) -> None:
     """Paper Triage Assistant."""
-    state.flags = {"store": store, "chroma_url": chroma_url, "agenda": agenda}
+    state.flags = {"store": store, "chroma_url": chroma_url, "agenda": agenda, "user": user}
     state.config_file = config
     state._settings = None
     state._store = None

@@ -207,7 +207,7 @@ def assessed_queue() -> RankedQueue:
 
             # Which training the queue came from, and where its estimate is kept, saved with the answer.
             queue.trained = (trained.key, str(estimate_folder(store)))
-        readcache.save(settings, "ranked", topics, queue, before, depends=[features_cache(store.cache_key)])
+        readcache.save(settings, "ranked", topics, queue, before, depends=[features_cache(store.data_key)])
     return queue
 
 

@@ -177,7 +177,7 @@ def export(
     if listing is None or store.mirror is None:
         return None
     generation, rows = listing
-    path = cache_file("export", f"{store.mirror.path}#bib").with_suffix(".sqlite3")
+    path = cache_file("export", f"{store.mirror.path}#bib{store.view.tag}").with_suffix(".sqlite3")
     try:
         file = _File(path)
         try:

@@ -82,7 +82,7 @@ def store_ranking(
     also estimates the relevant papers left. Without `over_newer`, the training is not kept
     over one another process kept meanwhile (`Trained.save`)."""
     texts, notes = load_features(store, cache_dir, on_progress)
-    folder = cache_folder(texts.cache_path(cache_dir))
+    folder = estimate_folder(store, cache_dir)  # this person's: rows, topic scores, training
     with no_collection():  # a row per paper: at 100k, collections cost more than the rows
         memo = TopicMemo.load(folder)
         papers = paper_rows(store, folder, memo)

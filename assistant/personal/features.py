@@ -215,7 +215,7 @@ class TextFeatures:
     def open(cls, store: Store, cache_dir: Path | None = None) -> tuple[TextFeatures, str | None]:
         """The cached features of this store (call `refresh` next), and a note when a cache
         was there but could not be read (it is rebuilt)."""
-        location = store.cache_key
+        location = store.data_key  # the same for every person of a shared store
         path = features_cache(location, cache_dir)
         if not path.exists():
             return cls(location=location), None

@@ -71,6 +71,18 @@ __all__ = [
 ]
 
 
+def agenda_hash(settings: Settings) -> str | None:
+    """The hash of the agenda the settings name (None when there is none to read: assessments
+    then go to the store's plain keys)."""
+    from assistant.agenda import load_agenda
+    from assistant.errors import ConfigError
+
+    try:
+        return load_agenda(settings.agenda_path).hash
+    except ConfigError:
+        return None
+
+
 class Store(Papers, Annotations):
     """Papers in Chroma: upsert with merging, paged reads, semantic search, metadata updates."""
 
@@ -79,4 +91,5 @@ class Store(Papers, Annotations):
         """Open (creating if needed) the store the settings point at."""
         store = super().open(settings, embedder)
         store._convert_lists()  # a store made before per-list keys is brought up to date
+        store.join(settings.person, agenda_hash(settings))
         return store

@@ -51,6 +51,7 @@ from assistant.store.mirror import (
     remove_other_layouts,
 )
 from assistant.store.pending import Pending, Write
+from assistant.store.people import PLAIN, View
 from assistant.store.server import SERVER_TIMEOUT as SERVER_TIMEOUT
 from assistant.store.server import http_client, server_refusal
 
@@ -106,6 +107,25 @@ class _Routed:
         limit: int | None = None,
         offset: int | None = None,
         include: Sequence[str] = ("metadatas", "documents"),
+        stored: bool = False,
+        **rest: Any,
+    ) -> Any:
+        """`Collection.get` through the person's view (`stored`: the keys as stored, everyone's)."""
+        store = self._store
+        view = store.view if self._kind == PAPERS and not stored else PLAIN
+        where = view.where(where)
+        found = self._get(ids, where, limit, offset, include, **rest)
+        if view.plain or not found.get("metadatas"):
+            return found
+        return {**found, "metadatas": view.read_all(found["metadatas"])}
+
+    def _get(
+        self,
+        ids: Sequence[str] | None,
+        where: dict[str, Any] | None,
+        limit: int | None,
+        offset: int | None,
+        include: Sequence[str],
         **rest: Any,
     ) -> Any:
         store = self._store
@@ -134,6 +154,15 @@ class _Routed:
         if found is not None:
             return found
         return chroma.get(**{k: v for k, v in arguments.items() if v is not None}, **rest)
+
+    def query(self, *, where: dict[str, Any] | None = None, **call: Any) -> Any:
+        view = self._store.view if self._kind == PAPERS else PLAIN
+        if where is not None:
+            call["where"] = view.where(where)
+        found: Any = self._store._chroma(self._kind).query(**call)
+        if view.plain or not found.get("metadatas"):
+            return found
+        return {**found, "metadatas": [view.read_all(metas) for metas in found["metadatas"]]}
 
     def count(self) -> int:
         store = self._store
@@ -169,6 +198,9 @@ class Connection:
         self._holding = False  # whether this store's writer lock is held (by the thread in _thread_lock)
         self.snapshot: str | None = None  # why this is a temporary copy of the store, if it is
         self.mirror: Mirror | None = None
+        # Whose window on the papers this is (`assistant.store.people`): set when the store is
+        # opened; until then (and for a migration) the stored keys as they are.
+        self.view: View = PLAIN
         self.pending: Pending | None = None
         self._names = (settings.collection, settings.collection + META_COLLECTION_SUFFIX)
         self._draining = False
@@ -400,6 +432,12 @@ class Connection:
     def _write_call(self, kind: int, op: str, **call: Any) -> Any:
         """A write to a collection: queued (Chroma not open, a write of metadata only, the
         mirror current) or made in Chroma; the mirror is brought along when it was current."""
+        if kind == PAPERS and not self.view.plain:
+            if call.get("metadatas") is not None:
+                given = _listed(call["metadatas"], len(call["ids"])) or []
+                call["metadatas"] = [self.view.written(m) for m in given]
+            if call.get("where") is not None:
+                call["where"] = self.view.where(call["where"])
         ids = list(call.get("ids") or [])
         metadatas = call.get("metadatas")
         documents = call.get("documents")
@@ -509,15 +547,27 @@ class Connection:
 
     @property
     def cache_key(self) -> str:
-        """Names this store for caches of derived state. The collection's id is new whenever a
-        collection is created: two projects with a store at the same relative path, or a store
-        deleted and rebuilt, never share a cache."""
+        """Names this store, as this person sees it (`assistant.store.people`), for caches of
+        derived state. The collection's id is new whenever a collection is created: two
+        projects with a store at the same relative path, or a store deleted and rebuilt, never
+        share a cache."""
+        return self.data_key + self.view.tag
+
+    @property
+    def data_key(self) -> str:
+        """Names this store for caches of what is the same for every person (the papers' text
+        features)."""
         if self._client is None:
             now = self.stamp()
             if now is not None:
                 return f"{self.location}#{self._names[0]}#{now[2]}"
         self._ensure_connected()
         return f"{self.location}#{self._names[0]}#{self._collections[PAPERS].id}"
+
+    def get_stored(self, **call: Any) -> Any:
+        """`get` of papers with every person's keys as stored, `where` on them too
+        (`assistant.store.people`): what the lab's views read."""
+        return cast("_Routed", self.collection).get(stored=True, **call)
 
     # -- the writer lock -------------------------------------------------------
 

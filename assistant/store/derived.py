@@ -39,7 +39,8 @@ def per_paper(
     mirror = store.mirror
     if mirror is None or not store.mirror_current():
         return None
-    path = cache_file("derived", f"{mirror.path}#{name}")
+    path = cache_file("derived", f"{mirror.path}#{name}{store.view.tag}")
+    read = store.view.read
     wanted = (VERSION, __version__, key)
     saved: Any = None
     try:
@@ -60,7 +61,7 @@ def per_paper(
     for n, pid, document, meta in rows:
         ordered = ordered and (n in values or n > last)
         last = max(last, n)
-        value = compute(pid, document or "", meta)
+        value = compute(pid, document or "", meta if store.view.plain else read(meta) or {})
         try:
             value = shared.setdefault(value, value)
         except TypeError:  # not hashable: kept as it is

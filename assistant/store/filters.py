@@ -21,10 +21,16 @@ from typing import Any
 # commands filter on.
 INDEXED = frozenset({"status", "starred", "seed"})
 LIST_PREFIX = "list:"
+PERSON_PREFIX = "d:"
+SHARED_PREFIX = "lab:list:"
 
 
 def indexed(key: str) -> bool:
-    return key in INDEXED or key.startswith(LIST_PREFIX)
+    """Whether the index keeps a key's values: those of `INDEXED` and reading lists, a person's
+    own (`d:<person>:status`, `assistant.store.people`) as the first person's."""
+    if key.startswith(PERSON_PREFIX):
+        key = key.partition(":")[2].partition(":")[2]
+    return key in INDEXED or key.startswith(LIST_PREFIX) or key.startswith(SHARED_PREFIX)
 
 
 def term(value: Any) -> str | None:

@@ -79,9 +79,17 @@ def _pack(meta: dict[str, Any] | None) -> tuple[bytes | None, bytes | None]:
     """A record's metadata as two blobs: its short keys, its long ones (None when empty)."""
     if meta is None:
         return None, None
-    short = {k: v for k, v in meta.items() if k not in LONG_KEYS}
-    long = {k: v for k, v in meta.items() if k in LONG_KEYS}
+    short = {k: v for k, v in meta.items() if not _long(k)}
+    long = {k: v for k, v in meta.items() if _long(k)}
     return marshal.dumps(short), marshal.dumps(long) if long else None
+
+
+def _long(key: str) -> bool:
+    """Whether a metadata key is kept apart (a person's note, `d:<person>:note`, as a note)."""
+    if key in LONG_KEYS:
+        return True
+    # A person's note (`d:<person>:note`), another agenda's assessment (`a:<hash>:assessment`).
+    return key[:2] in ("d:", "a:") and key.rpartition(":")[2] in LONG_KEYS
 
 
 def _touched(meta: dict[str, Any] | None) -> float | None:

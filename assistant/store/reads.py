@@ -153,7 +153,7 @@ class Reads(Connection):
         caches of what is derived from it (`assistant.export.bibcache`)."""
         if self.mirror is None or not self.mirror_current():
             return None
-        return self.mirror.listing(PAPERS, where)
+        return self.mirror.listing(PAPERS, self.view.where(where))
 
     def numbered(self, numbers: Sequence[int]) -> list[tuple[int, int, StoredPaper]]:
         """(row number, write number, stored paper) of these rows of the mirror, in order
@@ -161,7 +161,8 @@ class Reads(Connection):
         if self.mirror is None:
             return []
         return [
-            (n, seq, _stored_from(pid, doc, meta)) for n, pid, seq, doc, meta in self.mirror.numbered(numbers)
+            (n, seq, _stored_from(pid, doc, self.view.read(meta)))
+            for n, pid, seq, doc, meta in self.mirror.numbered(numbers)
         ]
 
     def per_paper(
@@ -186,12 +187,14 @@ class Reads(Connection):
             yield _stored_from(pid, doc, meta)
 
     def iter_metadata(
-        self, where: Where | None = None, page_size: int = 500
+        self, where: Where | None = None, page_size: int = 500, *, stored: bool = False
     ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """(id, raw metadata) of every paper (matching `where`), page by page, without documents."""
+        """(id, raw metadata) of every paper (matching `where`), page by page, without documents.
+        `stored`: every person's keys as stored (`assistant.store.people`), `where` on them too."""
         offset = 0
         while True:
-            res = self.collection.get(where=where, limit=page_size, offset=offset, include=["metadatas"])
+            read = self.get_stored if stored else self.collection.get
+            res = read(where=where, limit=page_size, offset=offset, include=["metadatas"])
             for pid, meta in zip(res["ids"], res["metadatas"] or [], strict=True):
                 yield pid, dict(meta or {})
             if len(res["ids"]) < page_size:
@@ -291,7 +294,7 @@ class Reads(Connection):
         """The k papers nearest to a vector, by exact cosine distance over the mirror's vectors
         (None when the mirror cannot answer)."""
         assert self.mirror is not None
-        found = self.mirror.nearest(PAPERS, vector, k, where)
+        found = self.mirror.nearest(PAPERS, vector, k, self.view.where(where))
         if found is None:
             return None
         items = {s.paper.id: s for s in self.get_many([pid for pid, _ in found])}

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
+from assistant.errors import is_read_only
 from assistant.store.connection import Connection
+from assistant.store.people import PEOPLE_RECORD, SHARED_LIST_RECORD, View
 
 
 class Records(Connection):
@@ -55,3 +59,88 @@ class Records(Connection):
     def set_value(self, key: str, value: Any) -> None:
         with self.write_lock():
             self.meta.upsert(ids=[key], documents=[json.dumps(value)], embeddings=[[0.0]])  # type: ignore[arg-type]
+
+    # -- the store's people (`assistant.store.people`) -----------------------------
+
+    def people(self) -> tuple[str | None, list[str]]:
+        """(the store's first person, everyone who has used it) as recorded; (None, []) in a
+        store no version with people has opened for writing."""
+        record = self._people_record()
+        return record.get("first"), list(record.get("people") or [])
+
+    def _people_record(self) -> dict[str, Any]:
+        value = self.get_value(PEOPLE_RECORD)
+        if not isinstance(value, dict) or not isinstance(value.get("first"), str):
+            return {}
+        names = [str(n) for n in value.get("people") or () if isinstance(n, str)]
+        agendas = value.get("agendas")
+        agendas = agendas if isinstance(agendas, dict) else {}
+        return {
+            "first": value["first"],
+            "people": list(dict.fromkeys([value["first"], *names])),
+            "agendas": {str(k): str(v) for k, v in agendas.items() if isinstance(v, str)},
+            "plain_agenda": value.get("plain_agenda") if isinstance(value.get("plain_agenda"), str) else None,
+        }
+
+    def _assessed_agenda(self) -> str | None:
+        """The agenda the plain keys' assessments were made with (a store from before agendas
+        were recorded): that of one assessed paper; None when none is."""
+        found = self.get_stored(where={"relevance": {"$gte": 0.0}}, limit=1, include=["metadatas"])
+        for meta in found["metadatas"] or []:
+            try:
+                value = json.loads(str((meta or {}).get("assessment") or "{}")).get("agenda_hash")
+            except ValueError:
+                continue
+            if isinstance(value, str) and value:
+                return value
+        return None
+
+    def join(self, person: str, agenda: str | None = None) -> View:
+        """Act as `person`, with the agenda whose hash is `agenda`, from now on: recorded among
+        the store's people (the first one to open a store, one made before there were people
+        included, takes its plain keys) with their agenda, and the view set (`assistant.store.
+        people`). A store that cannot be written (a read-only mount) is read as the record says."""
+        record = self._people_record()
+        if _joined(record, person, agenda) != record:
+            try:
+                with self.write_lock():
+                    record = self._people_record()
+                    if record.get("plain_agenda") is None:
+                        record["plain_agenda"] = self._assessed_agenda()
+                    updated = _joined(record, person, agenda)
+                    if updated != record:
+                        self.set_value(PEOPLE_RECORD, updated)
+                        record = updated
+            except Exception as exc:  # a store that cannot be written: read it as it is
+                if not is_read_only(exc):
+                    raise
+                record = _joined(record, person, agenda)
+        plain = record.get("plain_agenda")
+        self.view = View(
+            person=person,
+            first=record.get("first") == person,
+            shared=frozenset(self.named_records(SHARED_LIST_RECORD)),
+            slot=agenda if agenda is not None and plain is not None and agenda != plain else None,
+        )
+        return self.view
+
+    def share_lists(self, names: Iterable[str]) -> None:
+        """These reading lists are shared: this view files into them from now on."""
+        if not self.view.shared.issuperset(names):
+            self.view = replace(self.view, shared=self.view.shared | set(names))
+
+
+def _joined(record: dict[str, Any], person: str, agenda: str | None) -> dict[str, Any]:
+    """The people record with `person` in it, using `agenda`: the plain agenda is the first one
+    recorded, replaced by this one once no person's agenda is it any more."""
+    first = record.get("first") or person
+    people = list(dict.fromkeys([*(record.get("people") or [first]), person]))
+    agendas = dict(record.get("agendas") or {})
+    plain = record.get("plain_agenda")
+    if agenda is not None:
+        agendas[person] = agenda
+        # Replaced only when every person's agenda is known (one who has not used this version
+        # yet may still read with it) and none is it.
+        if plain is None or (set(people) <= set(agendas) and plain not in agendas.values()):
+            plain = agenda
+    return {"first": first, "people": people, "agendas": agendas, "plain_agenda": plain}

@@ -175,8 +175,7 @@ class Workers(QueueView):
 
     def _retrain(self, worker: Worker[None]) -> None:
         # The personal model's modules (numpy's) load here, after the first screen.
-        from assistant.personal import load_features
-        from assistant.personal.features import cache_folder
+        from assistant.personal import estimate_folder, load_features
 
         notes: list[str] = []
         if self.texts is None:
@@ -191,7 +190,7 @@ class Workers(QueueView):
         version = self.index.version
         rows = list(self.index.rows.values())
         topics = [t.name for t in self.agenda.topics] if self.agenda else []
-        folder = cache_folder(self.texts.cache_path(self.cache_dir))
+        folder = estimate_folder(self.store, self.cache_dir)  # this person's training
         ranking = None
         if trains_apart(len(rows)) and self.texts.saved_generation:
             ranking = self._rank_apart(rows, topics, folder)

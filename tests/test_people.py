@@ -1,0 +1,199 @@
+"""People sharing one store (`--user` / TRIAGE_USER): each person's decisions, stars, notes and
+lists apart, the papers and assessments shared; a store made by the last release before people
+opens with its decisions as the first person's; shared lists show who added what."""
+
+from __future__ import annotations
+
+import csv
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from assistant.cli import app
+from assistant.config import Settings, load_settings, login_name
+from assistant.lists import ListError, ReadingLists
+from assistant.models import Paper, Status
+from assistant.store import Store
+from assistant.store.people import everyone
+
+runner = CliRunner()
+HERE = Path(__file__).parent
+RELEASE_STORE = HERE / "fixtures" / "stores" / "release-0.1.0-d723daf.tar.xz"
+# What that store holds (made with the release's commands: see tests/fixtures/stores/README.md).
+ACCEPTED, REJECTED, MAYBE = "title:492e614b5a352bb3", "title:2ae92e1384f5ed1e", "title:8171977c119499f7"
+LISTED = {ACCEPTED, "title:93e14bdd4518be57"}
+ME = login_name()  # who made the demo store (its first person)
+
+
+def triage(user: str, *args: str, ok: bool = True) -> str:
+    result = runner.invoke(app, ["--user", user, *args], env={"COLUMNS": "200"})
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result.output
+
+
+def exported(user: str, *args: str) -> dict[str, dict[str, str]]:
+    """`export -f csv` as this person: {id: row}."""
+    result = runner.invoke(app, ["--user", user, "export", "-f", "csv", *args], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return {row["id"]: row for row in csv.DictReader(io.StringIO(result.stdout))}
+
+
+def test_a_store_made_by_the_last_release_is_its_first_persons(isolated: Path) -> None:
+    with tarfile.open(RELEASE_STORE) as archive:
+        archive.extractall(isolated, filter="data")
+    # The first person to open it with this version takes over its decisions, note and list.
+    alice = exported("alice")
+    assert len(alice) == 6
+    assert {pid: row["status"] for pid, row in alice.items() if row["status"] != "new"} == {
+        ACCEPTED: "accepted",
+        REJECTED: "rejected",
+        MAYBE: "maybe",
+    }
+    assert alice[ACCEPTED]["starred"] == "yes"
+    assert alice[ACCEPTED]["note"] == "read for the group"
+    assert {pid for pid, row in alice.items() if "to-read" in row["lists"]} == LISTED
+    # Someone else sees the same papers, assessed, and none of her decisions.
+    bob = exported("bob")
+    assert set(bob) == set(alice)
+    assert {row["status"] for row in bob.values()} == {"new"}
+    assert all(row["note"] == "" and row["lists"] == "" for row in bob.values())
+    assert {pid: row["relevance"] for pid, row in bob.items()} == {
+        pid: row["relevance"] for pid, row in alice.items()
+    }
+    assert "no reading list named 'to-read'" in triage("bob", "list", "show", "to-read", ok=False)
+    # His decision on her accepted paper is his: hers stays.
+    triage("bob", "mark", ACCEPTED, "--reject")
+    triage("bob", "note", ACCEPTED, "not for me")
+    assert exported("alice")[ACCEPTED]["status"] == "accepted"
+    assert exported("alice")[ACCEPTED]["note"] == "read for the group"
+    assert exported("bob")[ACCEPTED]["status"] == "rejected"
+    assert set(exported("bob", "--status", "rejected")) == {ACCEPTED}
+    assert set(exported("alice", "--status", "rejected")) == {REJECTED}
+    # Each one's queue: the paper she accepted is still in his (undecided) queue, not in hers.
+    assert ACCEPTED not in triage("alice", "ranked", "--top", "10")
+    assert MAYBE in triage("bob", "ranked", "--top", "10")
+    assert MAYBE not in triage("alice", "ranked", "--top", "10")
+
+
+def paper(n: int, title: str) -> Paper:
+    return Paper(id=f"arxiv:2501.0000{n}", title=title, abstract=f"{title}: what it does and how well.")
+
+
+def test_two_people_deciding_the_same_papers_at_once_keep_their_own(settings: Settings) -> None:
+    alice = Store.open(settings.model_copy(update={"user": "alice"}))
+    alice.upsert_papers([paper(1, "Adapters for everyone"), paper(2, "Routing in experts")])
+    bob = Store.open(settings.model_copy(update={"user": "bob"}))
+    one, two = "arxiv:2501.00001", "arxiv:2501.00002"
+    # Both decide the same paper in turns that interleave, each with the store open all along.
+    alice.update_decision(one, status=Status.ACCEPTED, note="key paper")
+    bob.update_decision(one, status=Status.REJECTED, starred=True)
+    alice.update_decision(one, starred=False)
+    bob.update_decision(two, status=Status.MAYBE, tags=["later"])
+    a, b = alice.get(one), bob.get(one)
+    assert a is not None and b is not None
+    assert (a.decision.status, a.decision.starred, a.decision.note) == (Status.ACCEPTED, False, "key paper")
+    assert (b.decision.status, b.decision.starred, b.decision.note) == (Status.REJECTED, True, "")
+    assert list(alice.iter_ids({"status": "accepted"})) == [one]
+    assert list(bob.iter_ids({"status": "accepted"})) == []
+    assert alice.counts_by_status()[Status.NEW] == 1 and bob.counts_by_status()[Status.NEW] == 0
+    assert sorted(bob.iter_ids({"$or": [{"status": "maybe"}, {"starred": True}]})) == [one, two]
+    # A third person opening the store later sees everyone's papers and nobody's decisions.
+    carol = Store.open(settings.model_copy(update={"user": "carol"}))
+    assert carol.counts_by_status()[Status.NEW] == 2
+    assert carol.people() == ("alice", ["alice", "bob", "carol"])
+    # Who decided what, read from the stored keys.
+    stored = dict(carol.iter_metadata(stored=True))[one]
+    seen = everyone(stored, "alice")
+    assert seen["alice"]["status"] == "accepted" and seen["bob"]["status"] == "rejected"
+    assert "carol" not in seen
+
+
+def test_lists_are_each_persons_own_unless_shared(settings: Settings) -> None:
+    alice = Store.open(settings.model_copy(update={"user": "alice"}))
+    alice.upsert_papers([paper(1, "Adapters for everyone"), paper(2, "Routing in experts")])
+    bob = Store.open(settings.model_copy(update={"user": "bob"}))
+    one, two = "arxiv:2501.00001", "arxiv:2501.00002"
+    theirs = ReadingLists(alice), ReadingLists(bob)
+    for lists, pid in zip(theirs, (one, two), strict=True):
+        lists.create("to-read")
+        lists.add("to-read", [pid])
+    assert theirs[0].members("to-read") == [one] and theirs[1].members("to-read") == [two]
+    # A shared list: everyone files into it, and it says who added what.
+    theirs[0].create("reading group", shared=True)
+    ReadingLists(bob).add("reading group", [one, two])  # bob opened before it existed
+    ReadingLists(alice).remove("reading group", [two])
+    carol = Store.open(settings.model_copy(update={"user": "carol"}))
+    group = ReadingLists(carol)
+    assert [rl.name for rl in group.all()] == ["reading group"]
+    assert group.get("reading group").created_by == "alice"
+    assert group.added_by("reading group") == {one: "bob"}
+    item = carol.get(one)
+    assert item is not None and item.decision.lists == ["reading group"]
+    # Its name cannot be taken by anyone's own list, nor can an own list's name be shared.
+    with pytest.raises(ListError, match="already exists"):
+        group.create("reading group")
+    with pytest.raises(ListError, match="alice has a reading list named 'to-read'"):
+        group.create("to-read", shared=True)
+
+
+def test_a_user_name_that_cannot_name_a_person_is_one_line(demo_store: Path) -> None:
+    result = runner.invoke(app, ["--user", "bob:admin", "stats"])
+    assert result.exit_code == 1
+    assert "the user name 'bob:admin' cannot name a person" in result.output
+    assert "Traceback" not in result.output
+
+
+AGENDA_B = """# Bob's agenda
+
+## Mixture of experts
+
+Sparse mixture-of-experts models: routing, load balancing, expert specialisation and the
+cost of serving them.
+
+## Evaluation
+
+Benchmarks and how models are evaluated: contamination, robustness, human judgements.
+"""
+
+
+def said(output: str) -> str:
+    """Output as one line of words (table borders dropped)."""
+    return " ".join(output.replace("│", " ").split())
+
+
+def test_assessments_are_kept_per_agenda(demo_store: Path) -> None:
+    # The demo assessed the store against the example agenda, as this machine's login name (ME).
+    pid = "title:492e614b5a352bb3"
+    before = said(triage(ME, "show", pid))
+    assert "Multilingual and low-resource language models" in before
+    # Bob's agenda is another: he sees the lab's assessments as stale, and his tagging makes
+    # his agenda's without touching anybody else's.
+    Path("bob.md").write_text(AGENDA_B, encoding="utf-8")
+    bob = ("bob", "--agenda", "bob.md")
+    assert "stale ('triage tag' redoes) 87" in said(triage(*bob, "stats"))
+    assert "Assessed 87 papers" in said(triage(*bob, "tag"))
+    assert "nothing to assess" in said(triage(*bob, "tag"))
+    assert "stale ('triage tag' redoes) 0" in said(triage(*bob, "stats"))
+    mine = said(triage(*bob, "show", pid))
+    assert "Mixture of experts" in mine and "Multilingual and low-resource" not in mine
+    assert said(triage(ME, "show", pid)) == before
+    assert "stale ('triage tag' redoes) 0" in said(triage(ME, "stats"))
+    # Carol reads with the example agenda: the lab's assessments, made once, are hers at once.
+    assert "stale ('triage tag' redoes) 0" in said(triage("carol", "stats"))
+    assert "nothing to assess" in said(triage("carol", "tag"))
+    assert said(triage("carol", "show", pid)) == before
+
+
+def test_one_person_editing_their_agenda_keeps_one_set_of_assessments(demo_store: Path) -> None:
+    agenda = Path("agenda.md")
+    agenda.write_text(agenda.read_text(encoding="utf-8") + "\n## Tokenizers\n\nSubword vocabularies.\n")
+    assert "Assessed 87 papers" in said(triage(ME, "tag"))
+    store = Store.open_for_reading(load_settings())
+    stored = [meta for _, meta in store.iter_metadata(stored=True)]
+    assert len(stored) == 87
+    assert not [k for meta in stored for k in meta if k.startswith("a:")]
+    assert all("Tokenizers" in str(meta["assessment"]) for meta in stored)
