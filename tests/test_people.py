@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import tarfile
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -197,3 +199,52 @@ def test_one_person_editing_their_agenda_keeps_one_set_of_assessments(demo_store
     assert len(stored) == 87
     assert not [k for meta in stored for k in meta if k.startswith("a:")]
     assert all("Tokenizers" in str(meta["assessment"]) for meta in stored)
+
+
+def test_the_lab_view_shows_who_accepted_what_and_disagreements(settings: Settings) -> None:
+    papers = [paper(n, f"Paper number {n}") for n in range(1, 5)]
+    alice = Store.open(settings.model_copy(update={"user": "alice"}))
+    alice.upsert_papers(papers)
+    bob = Store.open(settings.model_copy(update={"user": "bob"}))
+    carol = Store.open(settings.model_copy(update={"user": "carol"}))
+    one, two, three, four = (p.id for p in papers)
+    alice.update_decision(one, status=Status.ACCEPTED)
+    bob.update_decision(one, status=Status.REJECTED)
+    bob.update_decision(two, status=Status.ACCEPTED)
+    carol.update_decision(two, status=Status.ACCEPTED)
+    carol.update_decision(three, status=Status.MAYBE, starred=True)
+    alice.update_decision(four, status=Status.REJECTED)
+    from assistant.lab import build, render
+
+    lab = build(Store.open(settings.model_copy(update={"user": "alice"})), date.today() - timedelta(days=7))
+    assert [p.item.paper.id for p in lab.accepted][0] == two  # two people accepted it
+    assert {p.item.paper.id for p in lab.accepted} == {one, two, three}
+    assert [p.item.paper.id for p in lab.disputed] == [one]
+    assert {p.item.paper.id for p in lab.for_me} == {two, three}
+    by_id = {p.item.paper.id: p for p in lab.papers}
+    assert by_id[one].accepted_by == ["alice"] and by_id[one].rejected_by == ["bob"]
+    assert by_id[two].undecided(lab.people) == ["alice"]
+    assert by_id[four].accepted_by == []
+    text = render(lab)
+    assert (
+        text.index("Paper number 2") < text.index("Paper number 1") < text.index("## Where people disagree")
+    )
+    assert text.count("Paper number 1") == 2 and "Paper number 4" not in text
+    # Nothing decided lately: nothing to show.
+    assert build(alice, date.today() + timedelta(days=1)).accepted == []
+
+
+def test_ranked_lab_prints_each_persons_decision(demo_store: Path) -> None:
+    a, b = "title:492e614b5a352bb3", "title:91f1d89becdbad99"
+    triage(ME, "mark", a, "--accept")
+    triage("bob", "mark", a, "--reject")
+    triage("bob", "mark", b, "--accept", "--star")
+    lines = [json.loads(line) for line in triage(ME, "ranked", "--lab", "--json").splitlines()]
+    assert [(r["id"], r["accepted_by"], r["rejected_by"], r["disputed"]) for r in lines] == [
+        (b, ["bob"], [], False),
+        (a, [ME], ["bob"], True),
+    ]
+    assert lines[0]["decisions"]["bob"]["starred"] is True
+    table = said(triage(ME, "ranked", "--lab"))
+    assert f"{ME} (you)" in table and "1 disputed, 1 you have not decided" in table
+    assert "disputed" in table and "for you" in table

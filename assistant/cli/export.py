@@ -264,6 +264,14 @@ def digest(
         int, typer.Option("--min-score", min=0, max=10, help="A topic score (0-10) that counts as a match.")
     ] = MATCH,
     output: OutputOption = None,
+    lab: Annotated[
+        bool,
+        typer.Option(
+            "--lab",
+            help="The reading group's digest instead: papers anyone in the lab accepted since the date, "
+            "who decided what, and where people disagree.",
+        ),
+    ] = False,
 ) -> None:
     """A Markdown digest of the best new papers per agenda topic, for a cron job or an email.
 
@@ -271,6 +279,13 @@ def digest(
 
     Guide: docs/feeds.md
     """
+    if lab:
+        from assistant.lab import build, render
+        from assistant.selection import parse_when
+
+        group = build(state.store, parse_when(since))
+        emit(render(group), output, len(group.accepted), f"lab digest since {group.since.isoformat()}")
+        return
     from assistant.digest import build as build_digest
     from assistant.digest import render as render_digest
     from assistant.selection import Selection, parse_when

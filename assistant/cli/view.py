@@ -313,11 +313,26 @@ def ranked(
     everything: Annotated[
         bool, typer.Option("--all", help="Every assessed paper, decided or not, however many.")
     ] = False,
+    lab: Annotated[
+        bool,
+        typer.Option(
+            "--lab",
+            help="The lab's view of a shared store: papers anyone accepted or starred since --since, "
+            "with each person's decision, those you have not decided and those people disagree on.",
+        ),
+    ] = False,
+    since: Annotated[
+        str, typer.Option(help="With --lab: decided since an age (7d, 2w, 1m) or a date.")
+    ] = "7d",
 ) -> None:
     """Print the queue still to decide, ordered by relevance (with the personal model once it has
     learned). Decided papers only with --status or --all.
 
     Guide: docs/ranking.md"""
+    if lab:
+        from assistant.cli.lab import print_lab
+
+        return print_lab(since, top, as_json)
     statuses = None if everything else (status or [Status.NEW])
     queue = assessed_queue()
     items, ranking = ranked_items(None if everything else top, sort, statuses, queue)
