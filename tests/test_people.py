@@ -114,6 +114,51 @@ def test_two_people_deciding_the_same_papers_at_once_keep_their_own(settings: Se
     assert "carol" not in seen
 
 
+def test_merging_a_duplicate_keeps_everyones_decisions(settings: Settings) -> None:
+    alice = Store.open(settings.model_copy(update={"user": "alice"}))
+    alice.upsert_papers([paper(1, "Adapters for everyone"), paper(2, "Adapters for everyone, again")])
+    bob = Store.open(settings.model_copy(update={"user": "bob"}))
+    keep, drop = "arxiv:2501.00001", "arxiv:2501.00002"
+    alice.update_decision(keep, status=Status.ACCEPTED)
+    bob.update_decision(drop, status=Status.REJECTED, note="seen it")
+    carol = Store.open(settings.model_copy(update={"user": "carol"}))
+    carol.update_decision(drop, status=Status.MAYBE)
+    alice.absorb(keep, drop, "the same work")  # as an import that met the duplicate would
+    assert [s.paper.id for s in alice.get_many([keep, drop])] == [keep]
+    got = {
+        who: Store.open(settings.model_copy(update={"user": who})).get(keep)
+        for who in ("alice", "bob", "carol")
+    }
+    assert {who: (s.decision.status, s.decision.note) for who, s in got.items() if s} == {
+        "alice": (Status.ACCEPTED, ""),
+        "bob": (Status.REJECTED, "seen it"),
+        "carol": (Status.MAYBE, ""),
+    }
+    # Merged by someone else than the store's first person: hers (the plain keys) stay too.
+    alice.upsert_papers([paper(3, "Routing in experts"), paper(4, "Routing in experts, again")])
+    alice.update_decision("arxiv:2501.00004", status=Status.ACCEPTED, starred=True)
+    bob.absorb("arxiv:2501.00003", "arxiv:2501.00004", "the same work")
+    merged = alice.get("arxiv:2501.00003")
+    assert merged is not None and (merged.decision.status, merged.decision.starred) == (Status.ACCEPTED, True)
+    theirs = bob.get("arxiv:2501.00003")
+    assert theirs is not None and theirs.decision.status is Status.NEW
+
+
+def test_a_delete_undone_puts_back_everyones_decisions(settings: Settings) -> None:
+    alice = Store.open(settings.model_copy(update={"user": "alice"}))
+    alice.upsert_papers([paper(1, "Adapters for everyone")])
+    bob = Store.open(settings.model_copy(update={"user": "bob"}))
+    pid = "arxiv:2501.00001"
+    alice.update_decision(pid, status=Status.ACCEPTED, note="hers")
+    bob.update_decision(pid, status=Status.REJECTED, note="his")
+    records = bob.records([pid])  # what the review UI keeps for `u`
+    assert bob.delete_papers([pid]) == 1
+    assert bob.restore_records(records) == [pid]
+    for who, status, note in (("alice", Status.ACCEPTED, "hers"), ("bob", Status.REJECTED, "his")):
+        item = Store.open(settings.model_copy(update={"user": who})).get(pid)
+        assert item is not None and (item.decision.status, item.decision.note) == (status, note)
+
+
 def test_lists_are_each_persons_own_unless_shared(settings: Settings) -> None:
     alice = Store.open(settings.model_copy(update={"user": "alice"}))
     alice.upsert_papers([paper(1, "Adapters for everyone"), paper(2, "Routing in experts")])

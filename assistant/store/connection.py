@@ -429,10 +429,11 @@ class Connection:
             self.mirror.remove_derived()
         self.mirror = None
 
-    def _write_call(self, kind: int, op: str, **call: Any) -> Any:
+    def _write_call(self, kind: int, op: str, stored: bool = False, **call: Any) -> Any:
         """A write to a collection: queued (Chroma not open, a write of metadata only, the
-        mirror current) or made in Chroma; the mirror is brought along when it was current."""
-        if kind == PAPERS and not self.view.plain:
+        mirror current) or made in Chroma; the mirror is brought along when it was current.
+        `stored`: the keys as stored, not through the person's view."""
+        if kind == PAPERS and not self.view.plain and not stored:
             if call.get("metadatas") is not None:
                 given = _listed(call["metadatas"], len(call["ids"])) or []
                 call["metadatas"] = [self.view.written(m) for m in given]
@@ -516,7 +517,7 @@ class Connection:
                         call["documents"] = w.documents
                     if w.kind == META and w.op == "upsert":
                         call["embeddings"] = [[0.0]] * len(w.ids)
-                    self._write_call(w.kind, w.op, **call)
+                    self._write_call(w.kind, w.op, stored=True, **call)  # as queued: stored keys
                 pending.remove_through(writes[-1].seq)
                 self._draining = False
                 self._refused = None
@@ -563,6 +564,13 @@ class Connection:
                 return f"{self.location}#{self._names[0]}#{now[2]}"
         self._ensure_connected()
         return f"{self.location}#{self._names[0]}#{self._collections[PAPERS].id}"
+
+    def update_stored(self, metadatas: dict[str, dict[str, Any]]) -> None:
+        """Write papers' metadata keys as stored (everyone's, `assistant.store.people`)."""
+        if metadatas:
+            self._write_call(
+                PAPERS, "update", stored=True, ids=list(metadatas), metadatas=list(metadatas.values())
+            )
 
     def get_stored(self, **call: Any) -> Any:
         """`get` of papers with every person's keys as stored, `where` on them too

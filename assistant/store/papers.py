@@ -11,7 +11,9 @@ from typing import Any, cast
 
 from assistant.errors import StoreError
 from assistant.models import Decision, MergeLog, Paper, Status, now_utc
+from assistant.store.layout import PAPERS
 from assistant.store.merges import _merge_log, _read_log, _unmerged
+from assistant.store.people import not_mine
 from assistant.store.reads import Reads
 from assistant.store.schema import (
     _drop_none,
@@ -197,6 +199,18 @@ class Papers(Reads):
         if assessment is not None and assessment is keep.assessment and keep.failure is not None:
             update.update({"failed_key": keep.failure[0], "failed_reason": keep.failure[1]})
         self._rewrite(paper, keep.paper.document, update)
+        # Other people's decisions and other agendas' assessments of the dropped record stay,
+        # where the kept paper has none of its own.
+        stored = self.get_stored(ids=[keep_id, drop_id], include=["metadatas"])
+        metas = dict(zip(stored["ids"], stored["metadatas"] or [], strict=True))
+        kept = metas.get(keep_id) or {}
+        carried = {
+            k: v
+            for k, v in not_mine(metas.get(drop_id) or {}, self.view).items()
+            if kept.get(k) in (None, "", False, Status.NEW.value)
+            and v not in (None, "", False, Status.NEW.value)
+        }
+        self.update_stored({keep_id: carried} if carried else {})
         self.collection.delete(ids=[drop_id])
 
     # -- the merge log ---------------------------------------------------------
@@ -269,7 +283,7 @@ class Papers(Reads):
         out): read them before `delete_papers` and `restore_records` undoes the delete."""
         by_id: dict[str, PaperRecord] = {}
         for start in range(0, len(ids), self._batch):
-            res = self.collection.get(
+            res = self.get_stored(  # every person's keys: a restore puts back everyone's decisions
                 ids=list(ids[start : start + self._batch]), include=["documents", "metadatas", "embeddings"]
             )
             vectors: list[Any] = (
@@ -298,7 +312,10 @@ class Papers(Reads):
                 made = iter(self.embed([r.document for r in missing]) if missing else [])
                 vectors = [r.embedding if r.embedding is not None else next(made) for r in chunk]
                 stamp = time.time()
-                self.collection.add(
+                self._write_call(
+                    PAPERS,
+                    "add",
+                    stored=True,  # the keys as they were stored (`records`)
                     ids=[r.id for r in chunk],
                     documents=[r.document for r in chunk],
                     embeddings=vectors,

@@ -201,6 +201,19 @@ def _status_test(value: Any) -> Any:
     return {"$nin": others or ["-"]}
 
 
+def not_mine(meta: dict[str, Any], view: View) -> dict[str, Any]:
+    """The keys of a paper's stored metadata that are other people's decisions or other
+    agendas' assessments (what this person's view of the paper leaves out)."""
+    mine = (person_key(view.person, ""), agenda_key(view.slot, "") if view.slot is not None else "\0")
+    out: dict[str, Any] = {}
+    for k, v in meta.items():
+        if k.startswith((PERSON_PREFIX, AGENDA_PREFIX)) and not k.startswith(mine):
+            out[k] = v
+        elif not view.first and personal(k):  # the first person's plain keys
+            out[k] = v
+    return out
+
+
 def everyone(meta: dict[str, Any], first: str) -> dict[str, dict[str, Any]]:
     """Every person's own keys in a paper's stored metadata: {person: {plain key: value}} (the
     first person's from the plain keys)."""
