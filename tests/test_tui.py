@@ -815,3 +815,27 @@ def test_the_first_blended_order_keeps_the_cursor_where_the_decisions_led(
         assert len(decided) == 7  # seven keys, seven papers decided
 
     drive(app, script)
+
+
+def test_lab_key_shows_what_others_accepted_that_you_have_not_decided(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    ids = [item.paper.id for item in reopen(assessed).iter_all()][:4]
+    others = [Store.open(assessed.model_copy(update={"user": who})) for who in ("bob", "carol")]
+    others[0].update_decision(ids[0], status=Status.ACCEPTED)
+    others[1].update_decision(ids[1], starred=True)
+    others[1].update_decision(ids[2], status=Status.REJECTED)
+    others[0].update_decision(ids[3], status=Status.ACCEPTED)
+    app = make_app(assessed.model_copy(update={"user": "alice"}), tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await pilot.press("a")  # alice decides the paper under her cursor: it leaves her picks
+        await settle(pilot)
+        decided = {pid for pid, row in app.index.rows.items() if row.status is not Status.NEW}
+        await pilot.press("L")
+        assert set(app.shown) == {ids[0], ids[1], ids[3]} - decided
+        assert "accepted by others this week, undecided by you" in app.view_label()
+        await pilot.press("escape")
+        assert len(app.shown) > 4
+
+    drive(app, script)

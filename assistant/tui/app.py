@@ -73,6 +73,7 @@ class ReviewApp(Decisions, Navigation):
         Binding("j", "cursor(1)", "Next paper", show=False),
         Binding("k", "cursor(-1)", "Previous paper", show=False),
         Binding("M", "more_like_this", "More like this", show=False),
+        Binding("L", "lab", "Lab: papers others accepted this week that you have not decided", show=False),
         Binding("v", "cycle_view", "View: undecided, new, accepted, ... all", show=False),
         Binding(
             "S",

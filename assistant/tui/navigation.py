@@ -1,7 +1,9 @@
 """The keys that change what the queue shows: moving, views (v), sorts (S), the filter (f),
-search (/), more like this (M), clearing (escape) and refreshing (r)."""
+search (/), more like this (M), the lab's picks (L), clearing (escape) and refreshing (r)."""
 
 from __future__ import annotations
+
+from datetime import date, timedelta
 
 from assistant.index import Sort
 from assistant.render import LEAN_LEGEND
@@ -11,6 +13,8 @@ from assistant.tui.screens import FilterChoices, FilterScreen, SearchRequest, Se
 from assistant.tui.state import UNDECIDED, VIEWS
 from assistant.tui.widgets import clip
 from assistant.tui.workers import Workers
+
+LAB_DAYS = 7  # how far back `L` looks
 
 
 class Navigation(Workers):
@@ -56,6 +60,21 @@ class Navigation(Workers):
             return
         hits = self.store.neighbours(pid, k=50)
         self.pin([h.item.paper.id for h in hits], f"more like “{clip(self.index.rows[pid].title, 40)}”")
+
+    @guarded
+    def action_lab(self) -> None:
+        """In a shared store: the papers others accepted or starred in the last week that this
+        person has not decided yet (`triage ranked --lab` has the whole picture)."""
+        from assistant.lab import build
+
+        lab = build(self.store, date.today() - timedelta(days=LAB_DAYS))
+        picks = lab.for_me
+        if not picks:
+            self.notify(f"Nothing others accepted in the last {LAB_DAYS} days is left for you to decide.")
+            return
+        disputed = sum(1 for p in picks if p.disputed)
+        label = f"lab: {len(picks)} accepted by others this week, undecided by you"
+        self.pin([p.item.paper.id for p in picks], label + (f" ({disputed} disputed)" if disputed else ""))
 
     def pin(self, ids: list[str], label: str) -> None:
         self.pinned, self.pinned_label = ids, label
