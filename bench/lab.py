@@ -316,7 +316,9 @@ def main() -> None:
                 "chroma server": round(server_cpu, 1),
                 "daily": round(daily_cpu, 1),
                 "tag (second agenda, niced)": round(tagger_cpu, 1),
-                "review UIs (over the reviewers' seconds)": round(sum(c["ui_process_cpu"] for c in shares), 1),
+                "review UIs (over the reviewers' seconds)": round(
+                    sum(c["ui_process_cpu"] for c in shares), 1
+                ),
                 "their training processes": round(sum(c["training_cpu"] for c in shares), 1),
                 "reviewers' seconds": round(max(c["seconds"] for c in shares), 1),
             }

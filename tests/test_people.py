@@ -187,6 +187,13 @@ def test_lists_are_each_persons_own_unless_shared(settings: Settings) -> None:
         group.create("to-read", shared=True)
 
 
+def test_doctor_names_the_person_and_the_stores_people(demo_store: Path) -> None:
+    triage("bob", "stats")
+    assert f"bob (--user / TRIAGE_USER); the store's people: {ME} (first), bob" in said(
+        triage("bob", "doctor")
+    )
+
+
 def test_a_user_name_that_cannot_name_a_person_is_one_line(demo_store: Path) -> None:
     result = runner.invoke(app, ["--user", "bob:admin", "stats"])
     assert result.exit_code == 1

@@ -183,6 +183,9 @@ def doctor() -> None:
     try:
         store = state.store
         row("store", True, f"{store.location} ({store.count()} papers)")
+        first, people = store.people()
+        named = ", ".join(f"{p} (first)" if p == first else p for p in people)
+        row("person", True, f"{store.view.person} (--user / TRIAGE_USER); the store's people: {named}")
     except TriageError as exc:
         missing = str(exc).startswith("no store at")
         ok = ok and missing
