@@ -46,7 +46,8 @@ def exported(user: str, *args: str) -> dict[str, dict[str, str]]:
 
 def test_a_store_made_by_the_last_release_is_its_first_persons(isolated: Path) -> None:
     with tarfile.open(RELEASE_STORE) as archive:
-        archive.extractall(isolated, filter="data")
+        # The "data" filter where this Python has it (3.11.4 and later): our own archive either way.
+        archive.extractall(isolated, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     # The first person to open it with this version takes over its decisions, note and list.
     alice = exported("alice")
     assert len(alice) == 6
