@@ -101,8 +101,8 @@ def build(store: Store, since: date) -> Lab:
         decided = {}
         for who, own in everyone(meta, first or person).items():
             status, starred = str(own.get("status") or Status.NEW.value), own.get("starred") is True
-            if status == Status.NEW.value and not starred:
-                continue
+            if (status == Status.NEW.value and not starred) or own.get("seed") is True:
+                continue  # undecided, or an import's (`ingest --accept`), not a reading
             decided[who] = Verdict(status, starred, str(own.get("decided_at") or ""))
         if any(v.decided_at >= cutoff for v in decided.values()):
             verdicts[pid] = decided

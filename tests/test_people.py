@@ -225,11 +225,12 @@ def test_assessments_are_kept_per_agenda(demo_store: Path) -> None:
     pid = "title:492e614b5a352bb3"
     before = said(triage(ME, "show", pid))
     assert "Multilingual and low-resource language models" in before
-    # Bob's agenda is another: he sees the lab's assessments as stale, and his tagging makes
-    # his agenda's without touching anybody else's.
+    # Bob's agenda is another: nothing is assessed for it yet (filters and reads agree), and
+    # his tagging assesses for it without touching anybody else's.
     Path("bob.md").write_text(AGENDA_B, encoding="utf-8")
     bob = ("bob", "--agenda", "bob.md")
-    assert "stale ('triage tag' redoes) 87" in said(triage(*bob, "stats"))
+    assert "not yet ('triage tag' does) 87" in said(triage(*bob, "stats"))
+    assert "No assessed papers yet" in said(triage(*bob, "ranked"))
     assert "Assessed 87 papers" in said(triage(*bob, "tag"))
     assert "nothing to assess" in said(triage(*bob, "tag"))
     assert "stale ('triage tag' redoes) 0" in said(triage(*bob, "stats"))
@@ -301,3 +302,62 @@ def test_ranked_lab_prints_each_persons_decision(demo_store: Path) -> None:
     table = said(triage(ME, "ranked", "--lab"))
     assert f"{ME} (you)" in table and "1 disputed, 1 you have not decided" in table
     assert "disputed" in table and "for you" in table
+
+
+def test_what_one_person_adds_is_new_for_everyone_in_filters_too(settings: Settings) -> None:
+    alice = Store.open(settings.model_copy(update={"user": "alice"}))
+    alice.upsert_papers([paper(1, "Adapters for everyone")])
+    bob = Store.open(settings.model_copy(update={"user": "bob"}))
+    bob.upsert_papers([paper(2, "Routing in experts")])  # a fetch or an import of his
+    for who in (alice, bob, Store.open(settings.model_copy(update={"user": "carol"}))):
+        assert sorted(who.iter_ids({"status": "new"})) == ["arxiv:2501.00001", "arxiv:2501.00002"]
+        assert who.counts_by_status()[Status.NEW] == 2
+
+
+def test_a_second_agenda_keeps_its_assessments_when_the_first_moves_to_it(tmp_path: Path) -> None:
+    from assistant.agenda import parse_agenda
+    from assistant.triage.batch import tag_offline
+
+    Path("a.md").write_text("# A\n\n## Adapters\n\nAdapters and LoRA.\n", encoding="utf-8")
+    Path("b.md").write_text(AGENDA_B, encoding="utf-8")
+    base = load_settings(store=tmp_path / "store")
+    alice = Store.open(base.model_copy(update={"user": "alice", "agenda": Path("a.md")}))
+    alice.upsert_papers([paper(1, "Adapters for everyone"), paper(2, "Routing in mixture of experts")])
+    tag_offline(alice, parse_agenda(Path("a.md").read_text(encoding="utf-8")))
+    alice.upsert_papers([paper(3, "Adapters for everyone, a second record")])  # not assessed for A
+    bob = Store.open(base.model_copy(update={"user": "bob", "agenda": Path("b.md")}))
+    assert bob.view.slot is not None and list(bob.iter_ids({"relevance": {"$gte": 0.0}})) == []
+    tag_offline(bob, parse_agenda(AGENDA_B))
+    theirs = {i.paper.id: i.assessment for i in bob.iter_all()}
+    assert len(list(bob.iter_ids({"relevance": {"$gte": 0.0}}))) == 3
+    # Alice takes up Bob's agenda: she reads his assessments, and he still does.
+    alice = Store.open(base.model_copy(update={"user": "alice", "agenda": Path("b.md")}))
+    bob = Store.open(base.model_copy(update={"user": "bob", "agenda": Path("b.md")}))
+    for who in (alice, bob):
+        assert {i.paper.id: i.assessment for i in who.iter_all()} == theirs
+    # Bob merging a duplicate: the dropped record's assessment for the plain agenda (A) moves to
+    # the kept paper, which had none, for those who read with A.
+    bob.absorb("arxiv:2501.00003", "arxiv:2501.00001", "the same work")
+    carol = Store.open(base.model_copy(update={"user": "carol", "agenda": Path("a.md")}))
+    kept = carol.get("arxiv:2501.00003")
+    a_hash = parse_agenda(Path("a.md").read_text(encoding="utf-8")).hash
+    assert kept is not None and kept.assessment is not None and kept.assessment.agenda_hash == a_hash
+
+
+def test_the_lab_view_leaves_out_what_an_import_accepted(settings: Settings) -> None:
+    from assistant.lab import build
+
+    alice = Store.open(settings.model_copy(update={"user": "alice"}))
+    alice.upsert_papers([paper(1, "Adapters for everyone"), paper(2, "Routing in experts")])
+    bob = Store.open(settings.model_copy(update={"user": "bob"}))
+    bob.set_status(["arxiv:2501.00001"], Status.ACCEPTED, seed=True)  # ingest --accept
+    bob.update_decision("arxiv:2501.00002", status=Status.ACCEPTED)
+    lab = build(alice, date.today() - timedelta(days=7))
+    assert [p.item.paper.id for p in lab.for_me] == ["arxiv:2501.00002"]
+
+
+def test_rm_says_when_it_deletes_other_peoples_decisions(demo_store: Path) -> None:
+    pid = "title:492e614b5a352bb3"
+    triage("bob", "mark", pid, "--accept")
+    out = said(triage(ME, "rm", pid, "--yes"))
+    assert "1 paper of these carry other people's decisions (bob)" in out

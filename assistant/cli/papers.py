@@ -17,6 +17,7 @@ from assistant.status import Status
 if TYPE_CHECKING:
     from assistant.ingest import FileReport
     from assistant.models import StoredPaper
+    from assistant.store import Store
 
 # The names `--format` takes: the keys of `assistant.ingest.PARSERS` (a test holds them equal),
 # spelled out here so that `--help` does not load the parsers.
@@ -244,16 +245,17 @@ def rm(
         if not including_decided:
             seeded = {pid for pid, meta in store.metadata(made) if meta.get("seed")}
             given = import_lists(store)
+            theirs = _others_on(store, made)
             spared = [
                 i.paper.id
                 for i in store.get_many(made)
-                if _carries_yours(i, seeded=i.paper.id in seeded, given=given)
+                if _carries_yours(i, seeded=i.paper.id in seeded, given=given) or i.paper.id in theirs
             ]
             made = [pid for pid in made if pid not in set(spared)]
             if spared:
                 console.print(
-                    f"[yellow]kept {plural(len(spared), 'paper')} you decided on, noted or listed; "
-                    "--including-decided removes them too[/yellow]"
+                    f"[yellow]kept {plural(len(spared), 'paper')} you (or others sharing the store) "
+                    "decided on, noted or listed; --including-decided removes them too[/yellow]"
                 )
         chosen += made
     if not (ids or source or last):
@@ -287,6 +289,14 @@ def rm(
         console.print(
             f"[yellow]{plural(len(decided), 'paper')} of these carry your decision, note or lists.[/yellow]"
         )
+    others = _others_on(store, [i.paper.id for i in items])
+    if others:
+        names = ", ".join(sorted({n for found in others.values() for n in found}))
+        console.print(
+            f"[yellow]{plural(len(others), 'paper')} of these carry other people's decisions "
+            f"({escape(names)}): deleting removes them for everyone, and the saved copy holds only "
+            "yours.[/yellow]"
+        )
     if kept_elsewhere:
         console.print(
             f"[dim]{plural(kept_elsewhere, 'paper')} from {escape(source or '')} also came from "
@@ -318,6 +328,26 @@ def rm(
         "brings it back (decisions, notes, lists and assessments included).",
         soft_wrap=True,
     )
+
+
+def _others_on(store: Store, ids: Sequence[str]) -> dict[str, list[str]]:
+    """The papers among these that other people of the store decided, noted or listed: {id:
+    [their names]} (`assistant.store.people`)."""
+    from assistant.store.people import everyone, holds_something
+
+    first, _ = store.people()
+    out: dict[str, list[str]] = {}
+    for start in range(0, len(ids), 1000):
+        found = store.get_stored(ids=list(ids[start : start + 1000]), include=["metadatas"])
+        for pid, meta in zip(found["ids"], found["metadatas"] or [], strict=True):
+            names = [
+                who
+                for who, values in everyone(dict(meta or {}), first or store.view.person).items()
+                if who != store.view.person and holds_something(values)
+            ]
+            if names:
+                out[pid] = names
+    return out
 
 
 def _carries_yours(item: StoredPaper, seeded: bool = False, given: Sequence[str] = ()) -> bool:

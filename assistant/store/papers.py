@@ -13,7 +13,7 @@ from assistant.errors import StoreError
 from assistant.models import Decision, MergeLog, Paper, Status, now_utc
 from assistant.store.layout import PAPERS
 from assistant.store.merges import _merge_log, _read_log, _unmerged
-from assistant.store.people import not_mine
+from assistant.store.people import holds_something, not_mine
 from assistant.store.reads import Reads
 from assistant.store.schema import (
     _drop_none,
@@ -120,7 +120,12 @@ class Papers(Reads):
             # Embed first, stamp after: a reader that saw a stamp must also see the row, and
             # embedding a chunk can take longer than a reader's overlap.
             vectors = self.embed([p.document for p in new], on_embedded)
-            self.collection.add(
+            # As stored, whoever adds them: a new paper is undecided for everyone, and the
+            # plain keys (the store's first person's) say so, as the filters on them expect.
+            self._write_call(
+                PAPERS,
+                "add",
+                stored=True,
                 ids=[p.id for p in new],
                 documents=[p.document for p in new],
                 embeddings=vectors,
@@ -203,12 +208,12 @@ class Papers(Reads):
         # where the kept paper has none of its own.
         stored = self.get_stored(ids=[keep_id, drop_id], include=["metadatas"])
         metas = dict(zip(stored["ids"], stored["metadatas"] or [], strict=True))
-        kept = metas.get(keep_id) or {}
+        kept = not_mine(metas.get(keep_id) or {}, self.view)
         carried = {
             k: v
-            for k, v in not_mine(metas.get(drop_id) or {}, self.view).items()
-            if kept.get(k) in (None, "", False, Status.NEW.value)
-            and v not in (None, "", False, Status.NEW.value)
+            for group, values in not_mine(metas.get(drop_id) or {}, self.view).items()
+            if holds_something(values) and not holds_something(kept.get(group, {}))
+            for k, v in values.items()
         }
         self.update_stored({keep_id: carried} if carried else {})
         self.collection.delete(ids=[drop_id])

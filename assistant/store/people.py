@@ -97,8 +97,12 @@ class View:
     def tag(self) -> str:
         """What a cache of this person's derived state adds to its name: "" for the first person
         with the plain agenda, whose caches keep the names they had before there were people."""
-        person = "" if self.first else f"@{self.person}"
-        return person + (f"%{self.slot}" if self.slot is not None else "")
+        return self.person_tag + (f"%{self.slot}" if self.slot is not None else "")
+
+    @property
+    def person_tag(self) -> str:
+        """The same for what is this person's whatever their agenda ("" for the first person)."""
+        return "" if self.first else f"@{self.person}"
 
     @property
     def list_record(self) -> str:
@@ -154,9 +158,9 @@ class View:
                     out[LIST_PREFIX + name] = v
             elif self.first or not personal(k):
                 out[k] = v
-        if assessed.get("assessment") or assessed.get("failed_key"):
-            # This agenda's own; else the plain one stands (assessed against another agenda, it
-            # shows as stale, as an assessment made before an agenda was edited does).
+        if slot is not None:
+            # This agenda's own assessment only, as filters on its keys see it: a paper it has
+            # not assessed yet is unassessed (`triage tag` assesses it).
             for k in ASSESSED:
                 out.pop(k, None)
             out.update(assessed)
@@ -201,17 +205,38 @@ def _status_test(value: Any) -> Any:
     return {"$nin": others or ["-"]}
 
 
-def not_mine(meta: dict[str, Any], view: View) -> dict[str, Any]:
+def not_mine(meta: dict[str, Any], view: View) -> dict[str, dict[str, Any]]:
     """The keys of a paper's stored metadata that are other people's decisions or other
-    agendas' assessments (what this person's view of the paper leaves out)."""
+    agendas' assessments (what this person's view of the paper leaves out), by whose they are:
+    {"d:<person>" or "a:<agenda>" or "plain decision" or "plain assessment": {key: value}}."""
     mine = (person_key(view.person, ""), agenda_key(view.slot, "") if view.slot is not None else "\0")
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, Any]] = {}
     for k, v in meta.items():
         if k.startswith((PERSON_PREFIX, AGENDA_PREFIX)) and not k.startswith(mine):
-            out[k] = v
+            group = ":".join(k.split(":", 2)[:2])
         elif not view.first and personal(k):  # the first person's plain keys
-            out[k] = v
+            group = "plain decision"
+        elif view.slot is not None and k in ASSESSED:  # the plain agenda's assessment
+            group = "plain assessment"
+        else:
+            continue
+        out.setdefault(group, {})[k] = v
     return out
+
+
+def holds_something(values: dict[str, Any]) -> bool:
+    """Whether a group of keys (`not_mine`) holds a decision or an assessment: a status other
+    than new, a star, a note, tags, a list, an assessment or a recorded failure."""
+    for k, v in values.items():
+        plain = k.rsplit(":", 1)[-1] if k.startswith((PERSON_PREFIX, AGENDA_PREFIX)) else k
+        if plain == "status" and v not in (None, Status.NEW.value):
+            return True
+        held = plain in ("starred", "note", "user_tags", "assessment", "failed_key")
+        if held and v is not None and v is not False and v != "":
+            return True
+        if (":list:" in k or k.startswith(LIST_PREFIX)) and v:
+            return True
+    return False
 
 
 def everyone(meta: dict[str, Any], first: str) -> dict[str, dict[str, Any]]:

@@ -80,6 +80,7 @@ class Records(Connection):
             "people": list(dict.fromkeys([value["first"], *names])),
             "agendas": {str(k): str(v) for k, v in agendas.items() if isinstance(v, str)},
             "plain_agenda": value.get("plain_agenda") if isinstance(value.get("plain_agenda"), str) else None,
+            "slots": [str(a) for a in value.get("slots") or () if isinstance(a, str)],
         }
 
     def _assessed_agenda(self) -> str | None:
@@ -137,10 +138,16 @@ def _joined(record: dict[str, Any], person: str, agenda: str | None) -> dict[str
     people = list(dict.fromkeys([*(record.get("people") or [first]), person]))
     agendas = dict(record.get("agendas") or {})
     plain = record.get("plain_agenda")
+    slots = list(record.get("slots") or [])  # agendas with assessments under `a:<hash>:`
     if agenda is not None:
         agendas[person] = agenda
         # Replaced only when every person's agenda is known (one who has not used this version
-        # yet may still read with it) and none is it.
-        if plain is None or (set(people) <= set(agendas) and plain not in agendas.values()):
+        # yet may still read with it), none is it, and the new one has no keys of its own yet
+        # (whose assessments would be left unread).
+        if plain is None or (
+            set(people) <= set(agendas) and plain not in agendas.values() and agenda not in slots
+        ):
             plain = agenda
-    return {"first": first, "people": people, "agendas": agendas, "plain_agenda": plain}
+        if agenda != plain and agenda not in slots:
+            slots.append(agenda)
+    return {"first": first, "people": people, "agendas": agendas, "plain_agenda": plain, "slots": slots}

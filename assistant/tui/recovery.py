@@ -37,7 +37,7 @@ def folder() -> Path:
 def store_key(store: Store) -> str:
     """Which store kept changes belong to: its location and its collection, and whose they are
     (a person other than the store's first, `assistant.store.people`)."""
-    return f"{store.location}#{store.settings.collection}{store.view.tag}"
+    return f"{store.location}#{store.settings.collection}{store.view.person_tag}"
 
 
 def changes_file(recovery_file: Path) -> Path:
