@@ -254,8 +254,9 @@ def rm(
             made = [pid for pid in made if pid not in set(spared)]
             if spared:
                 console.print(
-                    f"[yellow]kept {plural(len(spared), 'paper')} you (or others sharing the store) "
-                    "decided on, noted or listed; --including-decided removes them too[/yellow]"
+                    f"[yellow]kept {plural(len(spared), 'paper')} you decided on, noted or listed"
+                    + (f" (or others sharing the store did: {len(theirs)})" if theirs else "")
+                    + "; --including-decided removes them too[/yellow]"
                 )
         chosen += made
     if not (ids or source or last):
