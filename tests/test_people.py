@@ -23,7 +23,7 @@ from assistant.store.people import everyone
 
 runner = CliRunner()
 HERE = Path(__file__).parent
-RELEASE_STORE = HERE / "fixtures" / "stores" / "release-0.1.0-d723daf.tar.xz"
+RELEASE_STORE = HERE / "fixtures" / "stores" / "release-0.1.0-d723daf.tar.gz"
 # What that store holds (made with the release's commands: see tests/fixtures/stores/README.md).
 ACCEPTED, REJECTED, MAYBE = "title:492e614b5a352bb3", "title:2ae92e1384f5ed1e", "title:8171977c119499f7"
 LISTED = {ACCEPTED, "title:93e14bdd4518be57"}
