@@ -17,19 +17,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from assistant.store.people import SHARED_PREFIX, split_key
+from assistant.store.schema import LIST_KEY_PREFIX as LIST_PREFIX
+
 # Keys whose values the mirror indexes (besides every `list:<name>`): those the daily loop's
 # commands filter on.
 INDEXED = frozenset({"status", "starred", "seed"})
-LIST_PREFIX = "list:"
-PERSON_PREFIX = "d:"
-SHARED_PREFIX = "lab:list:"
 
 
 def indexed(key: str) -> bool:
     """Whether the index keeps a key's values: those of `INDEXED` and reading lists, a person's
     own (`d:<person>:status`, `assistant.store.people`) as the first person's."""
-    if key.startswith(PERSON_PREFIX):
-        key = key.partition(":")[2].partition(":")[2]
+    split = split_key(key)
+    if split is not None:
+        key = split[1]
     return key in INDEXED or key.startswith(LIST_PREFIX) or key.startswith(SHARED_PREFIX)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from assistant.cache import cache_file
 from assistant.store import vectors as vector_file
 from assistant.store.filters import terms
+from assistant.store.people import AGENDA_PREFIX, PERSON_PREFIX
 
 VERSION = 5
 PAPERS, META = 0, 1  # the two collections
@@ -89,7 +90,7 @@ def _long(key: str) -> bool:
     if key in LONG_KEYS:
         return True
     # A person's note (`d:<person>:note`), another agenda's assessment (`a:<hash>:assessment`).
-    return key[:2] in ("d:", "a:") and key.rpartition(":")[2] in LONG_KEYS
+    return key.startswith((PERSON_PREFIX, AGENDA_PREFIX)) and key.rpartition(":")[2] in LONG_KEYS
 
 
 def _touched(meta: dict[str, Any] | None) -> float | None:

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from assistant.models import Status
+from assistant.store.schema import LIST_KEY_PREFIX as LIST_PREFIX
 
 # A person's own keys (besides every `list:<name>`); `lists` is the form reading lists had
 # before per-list keys (converted at open).
 PERSONAL = frozenset({"status", "starred", "note", "user_tags", "decided_at", "seed", "lists"})
-LIST_PREFIX = "list:"
 PERSON_PREFIX = "d:"
 PEOPLE_RECORD = "people"  # the meta collection's record naming the store's people
 
@@ -113,7 +113,7 @@ class View:
         if self.slot is not None and key in ASSESSED:
             return agenda_key(self.slot, key)
         if self.shared and key.startswith(LIST_PREFIX) and key[len(LIST_PREFIX) :] in self.shared:
-            return SHARED_PREFIX + key[len(LIST_PREFIX) :]
+            return shared_key(key[len(LIST_PREFIX) :])
         return person_key(self.person, key) if not self.first and personal(key) else key
 
     def where(self, where: dict[str, Any] | None) -> dict[str, Any] | None:
