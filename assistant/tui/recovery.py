@@ -12,7 +12,7 @@ one (by a command, say) is newer and is not overwritten.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from assistant.models import Decision
 
 if TYPE_CHECKING:
+    from assistant.lists import ReadingLists
     from assistant.store import Store
     from assistant.tui.state import Unsaved
 
@@ -95,6 +96,27 @@ def pending_files(folder: Path, store: Store) -> list[Path]:
     return found
 
 
+def write_change(
+    store: Store,
+    lists: ReadingLists,
+    pid: str,
+    decision: Decision,
+    fields: Iterable[str],
+    memberships: Mapping[str, bool],
+    create: bool = False,
+) -> None:
+    """Write one paper's change: these fields of its decision, then the reading lists it joined
+    (True) or left (False); a list joined that is not there is made (`create`: made whether or
+    not it is there, as a list the change itself named new)."""
+    fields = list(fields)
+    if fields:
+        store.set_decision_fields(pid, decision, fields)
+    for name, member in memberships.items():
+        if member and (create or not lists.exists(name)):
+            lists.create(name, exist_ok=True)
+        (lists.add if member else lists.remove)(name, [pid])
+
+
 def replay(store: Store, folder: Path) -> Replayed:
     """Write the changes earlier sessions kept for this store, oldest first, and remove their
     files. Raises the store's error if it cannot be written (the files stay for next time)."""
@@ -115,12 +137,7 @@ def replay(store: Store, folder: Path) -> Replayed:
             if newer is not None and kept.decided_at is not None and newer > kept.decided_at:
                 done.superseded.append(pid)
                 continue
-            if change["fields"]:
-                store.set_decision_fields(pid, kept, change["fields"])
-            for name, member in change["lists"].items():
-                if member and not lists.exists(name):
-                    lists.create(name, exist_ok=True)
-                (lists.add if member else lists.remove)(name, [pid])
+            write_change(store, lists, pid, kept, change["fields"], change["lists"])
             done.saved.append(pid)
         path.unlink(missing_ok=True)
         path.with_name(path.name.removesuffix(SUFFIX) + ".jsonl").unlink(missing_ok=True)

@@ -121,13 +121,7 @@ class Saving(QueueView):
     def _write_change(
         self, item: StoredPaper, fields: set[str], lists: dict[str, bool], create: bool
     ) -> None:
-        pid = item.paper.id
-        if fields:
-            self.store.set_decision_fields(pid, item.decision, fields)
-        for name, member in lists.items():
-            if member and (create or not self.lists.exists(name)):
-                self.lists.create(name, exist_ok=True)
-            (self.lists.add if member else self.lists.remove)(name, [pid])
+        recovery.write_change(self.store, self.lists, item.paper.id, item.decision, fields, lists, create)
 
     def _retry_unsaved(self) -> None:
         """Write the changes the store refused before; raises if it still refuses them."""
