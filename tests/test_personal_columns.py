@@ -6,6 +6,8 @@ changed assessment and an agenda edit."""
 from __future__ import annotations
 
 import json
+import math
+import pickle
 import shutil
 from pathlib import Path
 
@@ -125,11 +127,19 @@ def test_the_queues_summary_is_the_ranking_asked_paper_by_paper(decided: Path) -
     ranking = store_ranking(Store.open(load_settings()), with_estimate=True).ranking
     ids = [*ranking.ids, "arxiv:0000.00000"]  # and a paper the ranking has not seen
     summary = RankSummary.of(ranking, ids)
-    for pid in ids:
-        assert summary.keys[pid] == ranking.key(pid, None)
-        assert summary.shown.get(pid) == ranking.score(pid)
-        assert summary.uncertainty[pid] == ranking.uncertain(pid)
-        assert summary.disagreements[pid] == ranking.disagreement(pid)
+    kept = pickle.loads(pickle.dumps(summary))  # as the next command reads it
+    for answer in (summary, kept):
+        for pid in ids:
+            assert answer.key(pid, None) == ranking.key(pid, None)
+            assert answer.score(pid) == ranking.score(pid)
+            assert answer.uncertain(pid) == ranking.uncertain(pid)
+            assert answer.disagreement(pid) == ranking.disagreement(pid)
+    # The whole queue's keys at once, and a part of it, as paper by paper (an unranked paper
+    # sorts by its relevance).
+    entries = [(pid, "new", 5.0, None) for pid in ids]
+    assert kept.keys_of(entries) == [kept.key(pid, 5.0) for pid in ids]
+    assert kept.keys_of(entries[::2]) == [kept.key(pid, 5.0) for pid in ids[::2]]
+    assert kept.keys_of(entries)[-1] != -math.inf
 
 
 def test_show_and_ranked_after_a_write_print_what_they_print_from_every_paper(decided: Path) -> None:

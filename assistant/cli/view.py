@@ -253,7 +253,7 @@ def ranked_items(
     wanted = {s.value for s in statuses} if statuses else None
     entries = [e for e in queue.entries if wanted is None or e[1] in wanted]
     if ranking is None or sort is RankSort.RELEVANCE:
-        keys = [ranking.key(e[0], e[2]) for e in entries] if ranking is not None else [e[2] for e in entries]
+        keys = ranking.keys_of(entries) if ranking is not None else [e[2] for e in entries]
         entries = _first(entries, keys, top)
     else:
         entries = [e for e in entries if e[1] == Status.NEW.value]
