@@ -157,7 +157,7 @@ class QueueView(App[None]):
         return ""
 
     def say(self, text: str) -> None:
-        self.query_one("#status-line", Static).update(text)
+        self.query_one("#status-line", Static).update(text, layout=False)  # one line
 
     def show_error(self, exc: BaseException) -> None:
         """An error in a modal; a server that cannot be reached is said once, without one."""
