@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
-from textual.widgets._footer import FooterKey
 from tui_support import copy_store, detail_text, drive, make_app, ranked_ids, reopen, settle, template
 
 from assistant.config import Settings
@@ -15,6 +14,7 @@ from assistant.index import QueueIndex
 from assistant.lists import ReadingLists
 from assistant.models import Status
 from assistant.tui.screens import ConfirmDeleteScreen
+from assistant.tui.widgets import KeyFooter
 
 
 @pytest.fixture(scope="module")
@@ -157,9 +157,14 @@ def test_the_footer_shows_the_delete_key(assessed: Settings, tmp_path: Path, siz
     app = make_app(assessed, tmp_path)
 
     async def script(pilot: Pilot[None]) -> None:
-        keys = {k.description: k for k in app.query(FooterKey)}
-        assert "Delete" in keys and keys["Delete"].key == "D"
-        region = keys["Delete"].region
-        assert region.width > 0 and region.right <= size[0]  # on screen, not scrolled off
+        footer = app.query_one(KeyFooter)
+        assert ("D", "D", "Delete", True) in footer.shown
+        start, end = next((start, end) for start, end, key in footer.spans if key == "D")
+        assert 0 < end <= size[0]  # on screen, not cut off
+        assert "D Delete" in footer.render().plain[start:end]
+        # A key clicked is pressed: the delete question is asked.
+        await pilot.click(KeyFooter, offset=(start, 0))
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmDeleteScreen)
 
     drive(app, script, size=size)

@@ -1,4 +1,4 @@
-"""The review UI's room for titles, its dialogs (search, tags, note), and the shape of tui/."""
+"""The review UI's room for titles, its search line and dialogs (tags, note), and the shape of tui/."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from assistant.tui.screens import (
     ListsScreen,
     MeaningCheckbox,
     NoteScreen,
-    SearchScreen,
+    SearchBar,
     TagsScreen,
     subject,
 )
@@ -65,7 +65,7 @@ def test_the_title_takes_the_room_the_other_columns_leave(
 
     async def find_it(pilot: Pilot[None]) -> None:
         await pilot.press("slash", *"Remarkably")
-        app.screen.query_one(MeaningCheckbox).value = False
+        app.query_one(MeaningCheckbox).value = False
         await pilot.press("enter")
         await script(pilot)
 
@@ -130,16 +130,20 @@ def test_enter_on_the_by_meaning_switch_searches_and_its_state_is_spelt_out(
     app = make_app(assessed, tmp_path)
 
     async def script(pilot: Pilot[None]) -> None:
+        bar = app.query_one(SearchBar)
+        status = app.query_one("#status-line")
+        assert not bar.display and status.display
         await pilot.press("slash")
-        assert isinstance(app.screen, SearchScreen)
-        switch = app.screen.query_one(MeaningCheckbox)
+        # The search line takes the status line's place: the queue keeps its size.
+        assert bar.display and not status.display and isinstance(app.focused, Input)
+        switch = app.query_one(MeaningCheckbox)
         on_text = switch.render().plain
         assert "✓" in on_text and "by meaning" in on_text
-        # Enter with nothing to look for: the dialog stays, the cursor goes to the field.
+        # Enter with nothing to look for: the line stays, the cursor goes to the field.
         await pilot.press("tab")
         assert app.focused is switch
         await pilot.press("enter")
-        assert isinstance(app.screen, SearchScreen) and isinstance(app.focused, Input)
+        assert bar.display and isinstance(app.focused, Input)
         await pilot.press(*"multilingual", "tab", "space")
         assert app.focused is switch and switch.value is False
         off_text = switch.render().plain
@@ -148,14 +152,21 @@ def test_enter_on_the_by_meaning_switch_searches_and_its_state_is_spelt_out(
         assert switch.value is False
         await pilot.press("enter")  # on the switch: searches, does not switch
         await settle(pilot)
-        assert not isinstance(app.screen, SearchScreen)
+        assert not bar.display and status.display and app.focused is app.table
         assert app.text == "multilingual" and 'words "multilingual"' in app.view_label()
         assert app.shown and all("multilingual" in app.index.rows[i].text for i in app.shown)
-        # By meaning, from the switch too.
-        await pilot.press("escape", "slash", *"speech recognition for African languages", "tab", "enter")
+        # By meaning, from the switch too: the line opens empty and by meaning again.
+        await pilot.press("escape", "slash")
+        assert app.query_one("#query", Input).value == "" and switch.value is True
+        await pilot.press(*"speech recognition for African languages", "tab", "enter")
         await settle(pilot)
         assert "nearest to" in app.view_label()
         assert app.shown[0] in ranked_ids(reopen(assessed))
+        # Escape in the line puts it away and changes nothing.
+        shown = list(app.shown)
+        await pilot.press("slash", *"anything", "escape")
+        await settle(pilot)
+        assert not bar.display and status.display and app.shown == shown
 
     drive(app, script)
 

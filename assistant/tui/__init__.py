@@ -11,8 +11,8 @@ The app wires; widgets render; actions decide. Lower modules never import higher
 - `recovery`: the kept changes on disk, and writing them when the next session opens the store.
 - `view`: the session's state and the queue on screen (rows, summary, detail pane, counts).
 - `state`: the views, the undo stack's entries, the changes kept unsaved.
-- `widgets`: the queue table, the summary bar and the detail pane, and how they render a paper.
-- `screens`: the dialogs (error, confirm, help, filter, tags, note, lists, search).
+- `widgets`: the queue table, the summary bar, the detail pane, the footer of keys; how they render a paper.
+- `screens`: the dialogs (error, confirm, help, filter, tags, note, lists) and the search line.
 - `dialogs`: what dialogs need that is not a screen (the error guard, questions, help rows).
 - `app.tcss`: the styles.
 

@@ -15,8 +15,10 @@ from textual import events, on
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.reactive import Reactive
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widget import Widget
+from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
 from assistant.index import QueueIndex, Sort
@@ -24,14 +26,22 @@ from assistant.selection import Selection
 from assistant.tui.actions import Decisions
 from assistant.tui.dialogs import help_rows
 from assistant.tui.navigation import Navigation
-from assistant.tui.screens import HelpScreen
+from assistant.tui.screens import HelpScreen, SearchBar
 from assistant.tui.state import UNDECIDED, VIEWS
-from assistant.tui.widgets import Detail, QueueTable, Summary, column_widths
+from assistant.tui.widgets import Detail, KeyFooter, QueueTable, Summary, column_widths
 from assistant.tui.workers import settle_heap, trains_apart
 
 PREFETCH = 20  # load the next page when the cursor is this close to the end
 NARROW = 150  # below this many columns the detail pane is shown on demand (enter)
 NARROW_HINT = "A narrow terminal: enter shows the highlighted paper, enter again the queue."
+
+
+class QueueScreen(Screen[None]):
+    """The review UI's screen. A change of focus (to the search line and back) repaints what
+    it changes: Textual's screen repaints every widget on one (~40 ms at 10,000 papers), though
+    a widget whose look depends on the focus redraws itself."""
+
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
 
 class ReviewApp(Decisions, Navigation):
@@ -89,6 +99,9 @@ class ReviewApp(Decisions, Navigation):
 
     # -- layout and lifecycle ---------------------------------------------------------------------
 
+    def get_default_screen(self) -> Screen[None]:
+        return QueueScreen(id="_default")
+
     def compose(self) -> ComposeResult:
         yield Summary(id="summary")
         with Horizontal(id="main"):
@@ -96,7 +109,8 @@ class ReviewApp(Decisions, Navigation):
             with VerticalScroll(id="detail-pane"):
                 yield Detail(id="detail")
         yield Static("", id="status-line")
-        yield Footer(compact=True)  # every key of the triage flow fits in 100 columns
+        yield SearchBar(id="search-bar")  # in the status line's place while it is open
+        yield KeyFooter(id="footer")  # every key of the triage flow fits in 100 columns
 
     def on_mount(self) -> None:
         self.fit(self.size.width)  # the columns, and the queue if the index is cached

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
+from textual import on
+from textual.widgets import Static
+
 from assistant.index import Sort
 from assistant.render import LEAN_LEGEND
 from assistant.selection import Selection
 from assistant.tui.dialogs import guarded
-from assistant.tui.screens import FilterChoices, FilterScreen, SearchRequest, SearchScreen
+from assistant.tui.screens import FilterChoices, FilterScreen, SearchBar, SearchRequest
 from assistant.tui.state import UNDECIDED, VIEWS
 from assistant.tui.widgets import clip
 from assistant.tui.workers import Workers
@@ -27,7 +30,15 @@ class Navigation(Workers):
             self.table.move_cursor(row=max(0, min(len(self.shown) - 1, self.table.cursor_row + step)))
 
     def action_search(self) -> None:
-        self.push_screen(SearchScreen(), self._searched)
+        """/: the search line takes the status line's place (the queue keeps its size)."""
+        self.query_one("#status-line", Static).display = False
+        self.query_one(SearchBar).open()
+
+    @on(SearchBar.Done)
+    def _search_done(self, done: SearchBar.Done) -> None:
+        self.query_one("#status-line", Static).display = True
+        self.table.focus()
+        self._searched(done.request)
 
     @guarded
     def _searched(self, request: SearchRequest | None) -> None:

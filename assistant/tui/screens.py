@@ -1,4 +1,4 @@
-"""Modal screens of the review UI: help, filter, tags, note, lists, search, errors."""
+"""Modal screens of the review UI (help, filter, tags, note, lists, errors) and its search line."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import (
@@ -361,12 +362,12 @@ class SearchRequest:
 
 
 class MeaningCheckbox(Checkbox, inherit_bindings=False):
-    """The search dialog's "by meaning" switch: space switches it, enter searches (it is left
-    to the dialog), and its state is spelt out, not shown by colour alone."""
+    """The search line's "by meaning" switch: space switches it, enter searches (it is left
+    to the line), and its state is spelt out, not shown by colour alone."""
 
     BINDINGS = [Binding("space", "toggle_button", "Switch", show=False)]
-    ON = "search by meaning  (space: by words instead)"
-    OFF = "search by words in titles, authors, tags  (space: by meaning)"
+    ON = "by meaning (space: by words)"
+    OFF = "by words: titles, authors, tags (space: by meaning)"
 
     def __init__(self, value: bool, **kwargs: Any) -> None:
         super().__init__(self.ON if value else self.OFF, value, **kwargs)
@@ -378,29 +379,43 @@ class MeaningCheckbox(Checkbox, inherit_bindings=False):
         super().watch_value()
 
 
-class SearchScreen(ModalScreen[SearchRequest | None]):
-    """Search by meaning (the store's embeddings) or by words in titles, authors and tags."""
+class SearchBar(Horizontal):
+    """Search by meaning (the store's embeddings) or by words in titles, authors and tags: a
+    line in place of the status line, the queue in view while typing (a dialog over the queue
+    cost ~100 ms to open at 10,000 papers). Enter searches, escape puts the line away; the
+    app hears `SearchBar.Done` with the request, or None."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("enter", "search", "Search", show=False)]
+    BINDINGS = [Binding("enter", "search", "Search"), Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, semantic: bool = True) -> None:
-        super().__init__()
-        self.semantic = semantic
+    @dataclass
+    class Done(Message):
+        request: SearchRequest | None
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog", classes="small"):
-            yield Label("[b]Search[/b] (enter searches; escape cancels)")
-            yield Input(placeholder="what are you looking for?", id="query")
-            yield MeaningCheckbox(self.semantic, id="semantic")
+        yield Label("[b]Search[/b] ", id="search-label")
+        yield Input(placeholder="what are you looking for?", id="query")
+        yield MeaningCheckbox(True, id="semantic")
+
+    def open(self) -> None:
+        """Shown empty, by meaning (as the first time), the cursor in the field."""
+        query = self.query_one("#query", Input)
+        query.value = ""
+        self.query_one(MeaningCheckbox).value = True
+        self.display = True
+        query.focus()
+
+    def close(self, request: SearchRequest | None) -> None:
+        self.display = False
+        self.post_message(self.Done(request))
 
     @on(Input.Submitted)
     def action_search(self) -> None:
         """Enter, wherever the focus is: search for what the field says (if anything)."""
         query = self.query_one("#query", Input)
         if query.value.strip():
-            self.dismiss(SearchRequest(query.value.strip(), self.query_one(MeaningCheckbox).value))
+            self.close(SearchRequest(query.value.strip(), self.query_one(MeaningCheckbox).value))
         else:
             query.focus()
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        self.close(None)
