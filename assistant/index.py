@@ -432,8 +432,8 @@ class QueueIndex:
         rows in `always` pass the selection whatever it says."""
         words = text.casefold().split()
         rows = self.rows
-        statuses, starred = set(selection.statuses), selection.starred
-        for pid in list(self.order(sort)):
+        statuses, starred = tuple(selection.statuses), selection.starred
+        for pid in self._candidates(statuses, starred, sort, always):
             row = rows[pid]
             if pid not in always:
                 # The cheap tests first: a narrow view (starred, rejected) walks the whole order.
@@ -443,6 +443,25 @@ class QueueIndex:
                     continue
             if not words or all(w in row.text for w in words):
                 yield row
+
+    def _candidates(
+        self, statuses: tuple[Status, ...], starred: bool, sort: Sort, always: Collection[str]
+    ) -> list[str]:
+        """The ids `view` walks, in the sort's order: for a narrow view (starred papers, or
+        statuses a twentieth of the papers have) its own papers sorted by the sort's key (the
+        same order: keys end with the id), else the whole order. Walking 100k papers to find
+        the few starred ones took ~40 ms of a keypress."""
+        rows = self.rows
+        counts = self.counts()
+        narrow = starred or (statuses and 20 * sum(counts[s] for s in statuses) < len(rows))
+        if not narrow:
+            return list(self.order(sort))
+        picked = [
+            r for r in rows.values() if (not starred or r.starred) and (not statuses or r.status in statuses)
+        ]
+        seen = {r.id for r in picked}
+        picked += [rows[pid] for pid in always if pid in rows and pid not in seen]
+        return [r.id for r in sorted(picked, key=self._sort_key(sort))]
 
     def counts(self) -> Counter[Status]:
         """Papers by status (kept up to date as rows change)."""

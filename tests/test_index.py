@@ -131,3 +131,28 @@ def test_orders_sorted_in_the_background_take_in_the_changes_made_meanwhile() ->
     index.install(orders, version)
     for sort in sorts:
         assert index.order(sort) == [r.id for r in sorted(index.rows.values(), key=sort_key(sort))]
+
+
+def test_a_narrow_view_walks_its_own_papers_in_the_same_order_as_the_whole_one() -> None:
+    """Starred papers, or statuses few papers have, are found from the rows themselves and
+    sorted by the sort's key: the same rows in the same order as walking the whole order,
+    with and without a personal ranking, the papers kept on screen (`always`) included."""
+    index = random_index(4000, seed=3)
+    rows = list(index.rows.values())
+    # A rare status: a few maybes among many new papers.
+    index.apply([replace(r, status=Status.NEW) for r in rows[:3800] if r.status is Status.MAYBE])
+    assert 20 * index.counts()[Status.MAYBE] < len(index.rows)
+    always = [rows[0].id, rows[1].id]
+    for ranking in (None, FakeRanking(list(index.rows))):
+        index.set_ranking(ranking)
+        for sort in Sort:
+            for selection in (
+                Selection(statuses=(), starred=True),
+                Selection(statuses=(Status.MAYBE,)),
+                Selection(statuses=(Status.NEW, Status.MAYBE), starred=True),
+                UNDECIDED,
+            ):
+                walked = [r.id for r in index.rows.values() if r.id in always or selection.matches_fields(r)]
+                expected = [pid for pid in index.order(sort) if pid in set(walked)]
+                got = [r.id for r in index.view(selection, sort, always=always)]
+                assert got == expected, (sort, selection)
