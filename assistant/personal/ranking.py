@@ -303,6 +303,15 @@ class Ranking:
 
         return {"words_for": named(order, 1.0), "words_against": named(order[::-1], -1.0)}
 
+    def gather_neighbours(self) -> None:
+        """Gather the embeddings of the accepted and of the rejected papers that `explain`
+        compares each paper with, now rather than for the first paper explained (the review UI
+        calls this off its UI thread: at 100k papers, with a third of them decided, the first
+        detail shown after each new ranking waited ~100 ms for it)."""
+        for decision, group in (("accepted", self._accepted), ("rejected", self._rejected)):
+            if len(group) and self.features.dims and decision not in self._gathered:
+                self._gathered[decision] = self.features.vectors_of(group)
+
     def _nearest(self, i: int, group: np.ndarray, decision: str) -> list[Neighbour]:
         """The papers of `group` (the accepted, or the rejected) nearest in meaning to paper i."""
         if not len(group) or not self.features.dims:

@@ -200,6 +200,7 @@ class Workers(QueueView):
         orders = {Sort.RELEVANCE: ranking.relevance_order()}
         if ranking.model is not None:
             orders.update(model_orders(rows, ranking))
+        ranking.gather_neighbours()  # here, not on the first detail shown
         # What a ranking leaves (100k-long lists and maps) out of the collections a keypress
         # would otherwise pay for: a young generation holding it took 20-40 ms to collect.
         gc.freeze()
