@@ -839,3 +839,24 @@ def test_lab_key_shows_what_others_accepted_that_you_have_not_decided(
         assert len(app.shown) > 4
 
     drive(app, script)
+
+
+def test_a_re_sort_keeps_the_highlighted_paper(assessed: Settings, tmp_path: Path) -> None:
+    """S orders the view anew and the paper under the cursor stays under it, wherever the new
+    order puts it (found among its first rows before any is added to the table)."""
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("j", "j", "j", "j", "j")
+        current = app.current_id()
+        assert current is not None
+        places = set()
+        for _ in range(4):
+            await pilot.press("S")
+            await settle(pilot)
+            assert app.current_id() == current
+            places.add(app.table.cursor_row)
+        assert len(places) > 1  # the orders put it in different places
+
+    drive(app, script)
