@@ -102,6 +102,7 @@ class QueueView(App[None]):
         self._write_lock = threading.Lock()
         self._detail_shown_at = 0.0
         self._detail_item: StoredPaper | None = None
+        self._detail_of: tuple[object, ...] | None = None  # what the detail pane shows (`show_detail`)
         self.ranking: Ranking | None = None
         self.texts: TextFeatures | None = None
         self._retrain_timer: Any = None
@@ -266,13 +267,19 @@ class QueueView(App[None]):
         if pid in self.unsaved:  # the session's change, not what the store still holds
             item: StoredPaper | None = self.unsaved[pid].item
         elif pid and self.server_down:  # no key waits on a server known to be down
-            self._detail_item = None
+            self._detail_item = self._detail_of = None
             self.query_one(Detail).show_unreachable(self.store.location)
             return
         else:
             item = self.store.get(pid) if pid else None
         self._detail_item = item
         stale = bool(item and self.agenda and is_stale(item, self.agenda, self.prompts))
+        # The same paper as it was, with the same ranking and agenda (a re-sort that keeps the
+        # highlighted paper, a search cleared): the pane is left as it is (~25 ms at 100k).
+        of = (pid, item, stale, id(self.ranking), id(self.agenda))
+        if of == self._detail_of:
+            return
+        self._detail_of = of
         explanation = self.ranking.explain(pid) if self.ranking and pid and self.ranking.personal else None
         note = self.ranking.fit.note if self.ranking and not self.ranking.personal else ""
         self.query_one(Detail).show(item, self.agenda, stale, explanation, note)
