@@ -12,6 +12,7 @@ from tui_support import (
     copy_store,
     detail_text,
     drive,
+    fill,
     make_app,
     ranked_ids,
     reopen,
@@ -858,5 +859,29 @@ def test_a_re_sort_keeps_the_highlighted_paper(assessed: Settings, tmp_path: Pat
             assert app.current_id() == current
             places.add(app.table.cursor_row)
         assert len(places) > 1  # the orders put it in different places
+
+    drive(app, script)
+
+
+def test_rows_below_the_first_page_are_read_when_shown_after_a_re_sort(tmp_path: Path) -> None:
+    """A re-sort finds the highlighted paper among the view's first rows without taking them:
+    a paper further down that another process decides meanwhile leaves the view when its page
+    is shown, as it did when rows were read only page by page."""
+    settings = load_settings(store=tmp_path / "store")
+    fill(Store.open(settings), n=200)
+    app = make_app(settings, tmp_path)
+    app.schedule_retrain = lambda: None  # type: ignore[method-assign]  # (a new ranking reloads the view)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await pilot.press(*"SSSSSS")  # round the sorts and back, keeping the highlighted paper
+        await settle(pilot)
+        assert len(app.shown) < len(list(app.rows_in_view()))  # one page so far
+        below = [r.id for r in app.rows_in_view()][len(app.shown) + 10]
+        reopen(settings).set_status([below], Status.ACCEPTED)
+        await pilot.press("r")
+        await settle(pilot)
+        while not app.table.exhausted:
+            app.table.load_more()
+        assert below not in app.shown  # decided: out of the undecided view
 
     drive(app, script)

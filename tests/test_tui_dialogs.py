@@ -12,7 +12,7 @@ from tui_support import copy_store, drive, make_app, ranked_ids, reopen, settle,
 
 import assistant.tui
 from assistant.config import Settings
-from assistant.models import Paper
+from assistant.models import Paper, Status
 from assistant.tui.screens import (
     ListsScreen,
     MeaningCheckbox,
@@ -21,7 +21,7 @@ from assistant.tui.screens import (
     TagsScreen,
     subject,
 )
-from assistant.tui.widgets import column_widths
+from assistant.tui.widgets import KeyFooter, column_widths
 
 LONG_TITLE = (
     "A Remarkably Long Title About Cross-Lingual Transfer of Parameter-Efficient Adapters "
@@ -216,3 +216,37 @@ def test_the_tui_modules_import_one_way() -> None:
     for name in graph:
         if name not in state:
             visit(name, [])
+
+
+def test_the_search_line_has_the_keys_while_it_is_open(assessed: Settings, tmp_path: Path) -> None:
+    """With the search line open the queue's keys do nothing (as under a dialog), the footer
+    shows the line's keys, tabbing out of it puts it away, and the focus goes back to where it
+    was before `/`: the detail pane read alone in a narrow terminal."""
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        first = app.current_id()
+        assert first is not None
+        bar = app.query_one(SearchBar)
+        await pilot.press("slash", "tab")
+        assert isinstance(app.focused, MeaningCheckbox)
+        await pilot.press("x", "a", "D")  # the queue's keys: nothing happens
+        await settle(pilot)
+        assert reopen(assessed).get(first).decision.status is Status.NEW  # type: ignore[union-attr]
+        assert bar.display and app.screen is app.screen_stack[0]
+        footer = app.query_one(KeyFooter)
+        assert {d for _, _, d, _ in footer.shown} >= {"Search", "Cancel"}
+        assert "Accept" not in {d for _, _, d, _ in footer.shown}
+        await pilot.press("tab")  # out of the line: it goes away, the queue has its keys again
+        await settle(pilot)
+        assert not bar.display and app.query_one("#status-line").display
+        assert "Accept" in {d for _, _, d, _ in footer.shown}
+        # The detail pane read alone (enter), then / and escape: the focus is back on it.
+        await pilot.press("enter")
+        detail = app.query_one("#detail-pane")
+        detail.focus()
+        await pilot.press("slash", "escape")
+        await settle(pilot)
+        assert app.focused is detail and app.current_id() == first
+
+    drive(app, script, size=(120, 40))

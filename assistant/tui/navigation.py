@@ -18,6 +18,7 @@ from assistant.tui.widgets import clip
 from assistant.tui.workers import Workers
 
 LAB_DAYS = 7  # how far back `L` looks
+OPEN_TO_SEARCH = {"quit", "focus_next", "focus_previous"}  # app keys the search line leaves alone
 
 
 class Navigation(Workers):
@@ -30,14 +31,26 @@ class Navigation(Workers):
             self.table.move_cursor(row=max(0, min(len(self.shown) - 1, self.table.cursor_row + step)))
 
     def action_search(self) -> None:
-        """/: the search line takes the status line's place (the queue keeps its size)."""
+        """/: the search line takes the status line's place (the queue keeps its size). While
+        it is open the queue's keys do nothing (`check_action`), as under a dialog."""
+        self._focus_before_search = self.focused
         self.query_one("#status-line", Static).display = False
         self.query_one(SearchBar).open()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action not in OPEN_TO_SEARCH and self.query(SearchBar) and self.query_one(SearchBar).display:
+            return False  # the search line has the keys (its own are its bindings)
+        return True
 
     @on(SearchBar.Done)
     def _search_done(self, done: SearchBar.Done) -> None:
         self.query_one("#status-line", Static).display = True
-        self.table.focus()
+        # The focus goes back where it was (the detail pane read alone, say), else the queue.
+        before = self._focus_before_search
+        if before is not None and before.is_attached and before.display and before.focusable:
+            before.focus()
+        else:
+            self.table.focus()
         self._searched(done.request)
 
     @guarded

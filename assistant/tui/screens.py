@@ -379,6 +379,12 @@ class MeaningCheckbox(Checkbox, inherit_bindings=False):
         super().watch_value()
 
 
+class QueryInput(Input):
+    """The search line's field: its enter is shown in the footer as searching."""
+
+    BINDINGS = [Binding("enter", "submit", "Search")]
+
+
 class SearchBar(Horizontal):
     """Search by meaning (the store's embeddings) or by words in titles, authors and tags: a
     line in place of the status line, the queue in view while typing (a dialog over the queue
@@ -393,7 +399,7 @@ class SearchBar(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label("[b]Search[/b] ", id="search-label")
-        yield Input(placeholder="what are you looking for?", id="query")
+        yield QueryInput(placeholder="what are you looking for?", id="query")
         yield MeaningCheckbox(True, id="semantic")
 
     def open(self) -> None:
@@ -407,6 +413,16 @@ class SearchBar(Horizontal):
     def close(self, request: SearchRequest | None) -> None:
         self.display = False
         self.post_message(self.Done(request))
+
+    def on_descendant_blur(self) -> None:
+        """The focus left the field or the switch: if it left the line (tab past it, a click
+        on the queue), the line is put away as escape would."""
+        self.call_after_refresh(self._focus_left)
+
+    def _focus_left(self) -> None:
+        focused = self.app.focused
+        if self.display and (focused is None or self not in focused.ancestors_with_self):
+            self.close(None)
 
     @on(Input.Submitted)
     def action_search(self) -> None:

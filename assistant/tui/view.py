@@ -7,6 +7,7 @@ piece of state the session keeps, and the methods the others redraw the screen w
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
+from textual.widget import Widget
 from textual.widgets import Static
 
 from assistant.agenda import Agenda, load_agenda
@@ -103,6 +105,7 @@ class QueueView(App[None]):
         self._detail_shown_at = 0.0
         self._detail_item: StoredPaper | None = None
         self._detail_of: tuple[object, ...] | None = None  # what the detail pane shows (`show_detail`)
+        self._focus_before_search: Widget | None = None  # where the focus goes back after `/`
         self.ranking: Ranking | None = None
         self.texts: TextFeatures | None = None
         self._retrain_timer: Any = None
@@ -251,7 +254,13 @@ class QueueView(App[None]):
         keep = (keep or self.current_id()) if keep_current else None
         if keep and not (keep in self.index.rows and self.in_view(self.index.rows[keep])):
             keep = None
-        self.table.fill(self.rows_in_view(), keep, KEEP_DEPTH)
+        # Where it is in the view, from the ids of the view's first rows, before any row is
+        # added to the table: a re-sort that does not find it adds one page, not KEEP_DEPTH rows.
+        at = None
+        if keep:
+            first = itertools.islice(self.rows_in_view(), KEEP_DEPTH)
+            at = next((i for i, row in enumerate(first) if row.id == keep), None)
+        self.table.fill(self.rows_in_view(), keep, at)
         self.matching = None
         if self.index.built and not self.index.rows:
             self.say(self.idle_text())
@@ -276,8 +285,9 @@ class QueueView(App[None]):
         stale = bool(item and self.agenda and is_stale(item, self.agenda, self.prompts))
         # The same paper as it was, with the same ranking and agenda (a re-sort that keeps the
         # highlighted paper, a search cleared): the pane is left as it is (~25 ms at 100k).
-        of = (pid, item, stale, id(self.ranking), id(self.agenda))
-        if of == self._detail_of:
+        of = (pid, item, stale, self.ranking, self.agenda)
+        last = self._detail_of
+        if last is not None and of[:3] == last[:3] and of[3] is last[3] and of[4] is last[4]:
             return
         self._detail_of = of
         explanation = self.ranking.explain(pid) if self.ranking and pid and self.ranking.personal else None

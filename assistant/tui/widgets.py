@@ -111,26 +111,19 @@ class QueueTable(DataTable[Any]):
             if key in widths:
                 self.add_column(self.score_label if key == "rel" else label, key=key, width=widths[key])
 
-    def fill(self, rows: Iterator[Row], keep: str | None = None, depth: int = 0) -> None:
-        """Show these rows from the top; with `keep`, read up to `depth` rows to find and
-        highlight that paper."""
+    def fill(self, rows: Iterator[Row], keep: str | None = None, at: int | None = None) -> None:
+        """Show these rows from the top, read a page at a time as the cursor gets near (each
+        row as the index has it then); with `keep` at place `at` of them, rows are added as
+        far as it and it is highlighted."""
         self.clear()
         self.shown = []
-        wanted = 0  # rows to show so that `keep` is among them
-        if keep and depth:
-            # Looked for among the rows first, and rows added to the table only as far as it
-            # is: a re-sort that does not find it in its first `depth` rows adds one page, not
-            # `depth` rows (~25 ms at 500).
-            ahead = list(itertools.islice(rows, depth))
-            wanted = next((i + 1 for i, row in enumerate(ahead) if row.id == keep), 0)
-            rows = itertools.chain(ahead, rows)
         self._rows = rows
         self.exhausted = False
         self.load_more()
-        while len(self.shown) < wanted and not self.exhausted:
+        while at is not None and len(self.shown) <= at and not self.exhausted:
             self.load_more()
-        if keep and wanted:
-            self.move_cursor(row=wanted - 1, animate=False)
+        if keep and at is not None and at < len(self.shown) and self.shown[at] == keep:
+            self.move_cursor(row=at, animate=False)
 
     def follow(self, rows: Iterator[Row]) -> None:
         """Go on from these rows: the same view as the rows shown, from a fuller index (rows
