@@ -16,7 +16,7 @@ Keypresses are timed on the warm opening, each from sending the key until Pilot 
 screen settle (Pilot.press plus a pause), with what the key starts afterwards (a view's
 count, a refresh, the retrain 0.4 s after a decision) left to finish untimed before the next:
 moving (j, k), deciding (a, x, s: each writes to the store and moves to the next undecided),
-refresh (r), a view change (v), a sort change (S), the search dialog (/), a word search (its
+refresh (r), a view change (v), a sort change (S), the search line (/), a word search (its
 enter) and clearing it (escape). An unbound key (z) gives the cost of the harness itself,
 which every figure includes. Each is reported as wall time, as the process's CPU time over
 the same span (all threads: a retrain's share included) and as the UI thread's CPU time
@@ -105,7 +105,7 @@ def fill(store: Store, n: int, base: np.ndarray, rng: np.random.Generator) -> No
 
 
 # The keys timed on the warm opening: (label, keys pressed untimed first, the key timed,
-# keys pressed untimed after, how many times). Word search: the dialog is opened and filled
+# keys pressed untimed after, how many times). Word search: the search line is opened and filled
 # untimed, the enter that filters the queue is timed; escape (timed) clears it again.
 KEYS: tuple[tuple[str, tuple[str, ...], str, tuple[str, ...], int], ...] = (
     ("unbound key (harness)", (), "z", (), 0),
@@ -117,7 +117,7 @@ KEYS: tuple[tuple[str, tuple[str, ...], str, tuple[str, ...], int], ...] = (
     ("refresh (r)", (), "r", (), 0),
     ("filter (v)", (), "v", (), 14),
     ("sort (S)", (), "S", (), 12),
-    ("search dialog (/)", (), "slash", ("escape",), 0),
+    ("search line (/)", (), "slash", ("escape",), 0),
     ("word search (enter)", ("slash", "tab", "space", "shift+tab", *"model"), "enter", (), 0),
     ("clear search (escape)", ("slash", "tab", "space", "shift+tab", *"model", "enter"), "escape", (), 0),
 )
