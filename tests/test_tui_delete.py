@@ -162,6 +162,14 @@ def test_the_footer_shows_the_delete_key(assessed: Settings, tmp_path: Path, siz
         start, end = next((start, end) for start, end, key in footer.spans if key == "D")
         assert 0 < end <= size[0]  # on screen, not cut off
         assert "D Delete" in footer.render().plain[start:end]
+        # Keys are shown whole or not at all (the palette's key goes first on a narrow screen).
+        drawn = footer.render().plain
+        for left, right, key in footer.spans:
+            assert right <= size[0]
+            description = next(
+                (d for k, _, d, _ in (*footer.shown, footer.palette or ("", "", "", True)) if k == key)
+            )
+            assert drawn[left:right].endswith(description)
         # A key clicked is pressed: the delete question is asked.
         await pilot.click(KeyFooter, offset=(start, 0))
         await settle(pilot)

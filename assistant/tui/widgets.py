@@ -7,6 +7,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.text import Text
@@ -461,13 +462,24 @@ class KeyFooter(Static, can_focus=False):
                 line.stylize("dim", start)
             self.spans.append((start, line.cell_len, key))
 
-        for key, shown, description, enabled in self.shown:
+        def width(item: tuple[str, str, str, bool]) -> int:
+            return cell_len(item[1]) + (1 + cell_len(item[2]) if item[2] else 0) + 1
+
+        # On a narrow terminal the palette's key goes first, then whole keys from the end: a
+        # key is shown whole or not at all (the help, ?, lists every key).
+        keys = list(self.shown)
+        room = self.size.width
+        palette = self.palette
+        if palette is not None and sum(map(width, keys)) + width(palette) > room:
+            palette = None
+        while keys and sum(map(width, keys)) - 1 > room:
+            keys.pop()
+        for key, shown, description, enabled in keys:
             add(key, shown, description, enabled)
             line.append(" ")
-        if self.palette is not None:
-            key, shown, description, enabled = self.palette
-            width = 1 + len(shown) + 1 + len(description)
-            line.truncate(max(0, self.size.width - width), pad=True)
+        if palette is not None:
+            key, shown, description, enabled = palette
+            line.truncate(max(0, room - width(palette)), pad=True)
             line.append("▏", self.get_component_rich_style("footer-key--rule"))
             add(key, shown, description, enabled)
         return line
