@@ -309,8 +309,16 @@ class Ranking:
         calls this off its UI thread: at 100k papers, with a third of them decided, the first
         detail shown after each new ranking waited ~100 ms for it)."""
         for decision, group in (("accepted", self._accepted), ("rejected", self._rejected)):
-            if len(group) and self.features.dims and decision not in self._gathered:
-                self._gathered[decision] = self.features.vectors_of(group)
+            if len(group) and self.features.dims:
+                self._group_vectors(decision, group)
+
+    def _group_vectors(self, decision: str, group: np.ndarray) -> np.ndarray:
+        """The embeddings of `group` (the accepted, or the rejected), gathered once per ranking:
+        every paper shown asks again."""
+        vectors = self._gathered.get(decision)
+        if vectors is None:
+            vectors = self._gathered[decision] = self.features.vectors_of(group)
+        return vectors
 
     def _nearest(self, i: int, group: np.ndarray, decision: str) -> list[Neighbour]:
         """The papers of `group` (the accepted, or the rejected) nearest in meaning to paper i."""
@@ -319,10 +327,7 @@ class Ranking:
         mine = self.features.vectors_of([i])[0]
         if not mine.any():
             return []
-        vectors = self._gathered.get(decision)
-        if vectors is None:  # gathered once per ranking: every paper shown asks again
-            vectors = self._gathered[decision] = self.features.vectors_of(group)
-        similar = np.einsum("ij,j->i", vectors, mine)
+        similar = np.einsum("ij,j->i", self._group_vectors(decision, group), mine)
         others = group != i
         group, similar = group[others], similar[others]
         if not len(group):
