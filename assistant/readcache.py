@@ -193,11 +193,9 @@ class RankSummary:
     def keys_of(self, entries: Sequence[tuple[str, str, float, int | None]]) -> list[float]:
         """`key` of each queue entry (id, status, relevance, day): read straight from the
         array when the entries are the ones summarised, in order (the whole queue)."""
-        if len(entries) == len(self.ids) and [e[0] for e in entries] == self.ids:
-            values = self.keys.tolist()
-        else:
-            values = [self.key(e[0], None) for e in entries]
-        isfinite = math.isfinite
+        if len(entries) != len(self.ids) or [e[0] for e in entries] != self.ids:
+            return [self.key(e[0], e[2]) for e in entries]
+        isfinite, values = math.isfinite, self.keys.tolist()
         return [v if isfinite(v) else self.key(e[0], e[2]) for v, e in zip(values, entries, strict=True)]
 
     def score(self, pid: str) -> float | None:
