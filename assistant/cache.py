@@ -3,11 +3,13 @@ live and how they are written. Each can be deleted at any time; it is rebuilt fr
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import hashlib
 import os
 import pickle
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +22,66 @@ def cache_file(kind: str, location: str, cache_dir: Path | None = None) -> Path:
     """The cache of one kind for one store (named by its location key)."""
     base = cache_dir or Path(platformdirs.user_cache_dir("triage"))
     return base / kind / f"{hashlib.sha256(location.encode()).hexdigest()[:16]}.pickle"
+
+
+def features_cache(location: str, cache_dir: Path | None = None) -> Path:
+    """Where the personal model's text features of the store named `location` (its cache key)
+    are cached."""
+    return cache_file("personal", location, cache_dir)
+
+
+def cache_folder(path: Path) -> Path:
+    """The folder beside the features' pickle that holds their arrays (and the fitted state)."""
+    return path.with_suffix("")
+
+
+# In the folder of a kept training: held by the background ranking while it trains
+# (`training`); a command that would train waits for it this long at most.
+TRAINING_LOCK = "training.lock"
+TRAINING_WAIT = 30.0
+
+
+@contextmanager
+def training(folder: Path) -> Iterator[bool]:
+    """Hold the store's training lock while inside: the background ranking started after a
+    write (`assistant.estimate_refresh`) does while it trains the model for the decisions just
+    written, and a command that would train the same waits for it (`wait_for_training`) and
+    reads what it kept. Waits for a waiter's moment of checking; yields False (holding nothing)
+    when the lock file cannot be made."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / TRAINING_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield False
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True  # released when the descriptor closes, or with the process
+    finally:
+        os.close(fd)
+
+
+def wait_for_training(folder: Path, timeout: float = TRAINING_WAIT) -> bool:
+    """Wait while another process trains this store's model (`training`), `timeout` seconds at
+    most (then the caller trains itself); True when there was one to wait for."""
+    try:
+        fd = os.open(folder / TRAINING_LOCK, os.O_RDONLY)
+    except OSError:
+        return False  # none has ever trained in the background here
+    waited = False
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return waited
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return waited
+                waited = True
+                time.sleep(0.01)
+    finally:
+        os.close(fd)
 
 
 MAGIC = b"triage-cache-1\n"

@@ -1,30 +1,40 @@
-"""The estimate of relevant papers left, brought up to date off the researcher's path.
+"""The queue's ranking and the estimate of relevant papers left, brought up to date off the
+researcher's path.
+
+A write that changes what the queue is ranked from (`mark`, `ingest`, `tag`) starts this module
+as a detached, niced process (`start`): it trains the personal model for the store as it now
+is and keeps the queue `ranked` shows (`readcache.ranked_queue`), so the next reading command
+(`ranked`, `show`, `export`, seconds later) reads the training instead of making it (at 100k
+papers about half a second). While it trains it holds the store's training lock
+(`cache.training`, taken before it opens the store): a command that would train meanwhile
+waits for it (`cache.wait_for_training`, 30 s at most) and reads what it kept, rather than
+training the same on the other core. It then computes the estimate under the queue.
 
 `triage ranked` answers with the queue at once: the estimate under it costs five fold models
 re-solved after a decision and a scoring pass over every paper for each (most of the command's
 time at 100k papers). So the command prints the estimate kept for the current decisions when
-there is one, else the last one with how many decisions ago it was made, and starts this module
-as a detached, niced process (`start`) that computes it exactly as `ranked` did itself
-(`store_ranking(..., with_estimate=True)`, which keeps it with the trained model, as the review
-UI does) and writes the small note the command reads (`KeptEstimate`). The module is outside
-`assistant.personal`: importing that package costs `ranked` a fifth of a second it does not
-otherwise spend when it answers from the saved queue.
+there is one, else the last one with how many decisions ago it was made, and starts a
+refresher when none is running; the refresher computes the estimate exactly as `ranked` did
+itself (`store_ranking(..., with_estimate=True)`, which keeps it with the trained model, as the
+review UI does) and writes the small note the command reads (`KeptEstimate`). The module is
+outside `assistant.personal`: importing that package costs `ranked` a fifth of a second it does
+not otherwise spend when it answers from the saved queue.
 
 One refresher runs at a time per store: it holds an advisory lock (`fcntl.flock`) on a file
 beside the kept training, which the kernel releases when the process ends, however it ends, so
-a crashed refresher never holds it. Every file it writes is written atomically (a temporary
-file, then a rename), so a refresher killed midway leaves the last complete files. A refresher
-whose decisions changed again while it ran still writes what it computed, named by the
-training it was computed for, and leaves the newer training a command kept: the command then
-shows it as an earlier estimate and starts another. A script calling `ranked` in a loop starts
-at most one at a time, and none once the estimate is current, so `ranked` starts one whether or
-not it writes to a terminal. `TRIAGE_NO_BACKGROUND=1` (set for the tests) starts none. A store
-behind a Chroma server has none: `ranked` trains there on every call anyway and computes the
-estimate itself.
+a crashed refresher never holds it. A write while one runs starts none; the running one ranks
+again when it finds the store changed since it began (ROUNDS at most). Every file it writes is
+written atomically (a temporary file, then a rename), so a refresher killed midway leaves the
+last complete files. A refresher whose decisions changed again while it ran still writes what
+it computed, named by the training it was computed for, and leaves the newer training a command
+kept: the command then shows it as an earlier estimate and starts another. A script calling
+`ranked` in a loop starts at most one at a time, and none once the estimate is current, so
+`ranked` starts one whether or not it writes to a terminal. `TRIAGE_NO_BACKGROUND=1` (set for
+the tests) starts none. A store behind a Chroma server has none: `ranked` trains there on every
+call anyway and computes the estimate itself.
 
-Run as `python -m assistant.estimate_refresh --flags JSON [--config FILE]`, with the settings
-the command had.
-"""
+Run as `python -m assistant.estimate_refresh --flags JSON [--config FILE] [--folder DIR]`, with
+the settings the command had."""
 
 from __future__ import annotations
 
@@ -36,15 +46,20 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from assistant.cache import read_pickle, write_pickle
+from assistant.cache import read_pickle, training, write_pickle
+
+if TYPE_CHECKING:
+    from assistant.config import Settings
+    from assistant.store import Store
 
 ESTIMATE_FILE = "estimate.pickle"
 LOCK_FILE = "refresh.lock"
 VERSION = 1
 NO_BACKGROUND = "TRIAGE_NO_BACKGROUND"
 NICENESS = 10
+ROUNDS = 3  # at most this many rankings per refresher, the store changing under it
 
 
 @dataclass(frozen=True)
@@ -114,6 +129,7 @@ def start(folder: Path, flags: dict[str, Any], config: Path | None) -> bool:
         if not free:
             return False  # the one running brings it up to date; when done, the next command sees
     command = [sys.executable, "-m", "assistant.estimate_refresh", "--flags", json.dumps(flags, default=str)]
+    command += ["--folder", str(folder)]
     if config is not None:
         command += ["--config", str(config)]
     pid = os.fork()
@@ -135,36 +151,78 @@ def start(folder: Path, flags: dict[str, Any], config: Path | None) -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
-def refresh(flags: dict[str, Any], config: Path | None = None) -> bool:
-    """Compute the estimate for the store's current decisions and keep it (with the trained
-    model, and as a `KeptEstimate`); False when another refresher holds the lock."""
-    from assistant.agenda import load_agenda
-    from assistant.config import load_settings
-    from assistant.errors import TriageError
-    from assistant.personal import estimate_folder, store_ranking
-    from assistant.store import Store
+@dataclass
+class _Opened:
+    """The store a refresher ranks, as the command that started it had it."""
 
-    settings = load_settings(config, **flags)
-    topics: list[str] = []
-    if settings.agenda_path.exists():
-        with contextlib.suppress(TriageError):  # as the command does: no topics then
-            topics = [t.name for t in load_agenda(settings.agenda_path).topics]
-    store = Store.open_for_reading(settings)
-    folder = estimate_folder(store)
-    with locked(folder) as free:
+    settings: Settings
+    topics: list[str]
+    store: Store
+    folder: Path  # its kept training
+
+    @classmethod
+    def of(cls, flags: dict[str, Any], config: Path | None) -> _Opened:
+        from assistant.agenda import load_agenda
+        from assistant.config import load_settings
+        from assistant.errors import TriageError
+        from assistant.personal import estimate_folder
+        from assistant.store import Store
+
+        settings = load_settings(config, **flags)
+        topics: list[str] = []
+        if settings.agenda_path.exists():
+            with contextlib.suppress(TriageError):  # as the command does: no topics then
+                topics = [t.name for t in load_agenda(settings.agenda_path).topics]
+        store = Store.open_for_reading(settings)
+        return cls(settings, topics, store, estimate_folder(store))
+
+
+def refresh(flags: dict[str, Any], config: Path | None = None, folder: Path | None = None) -> bool:
+    """Rank the store for its current decisions and keep the queue `ranked` shows (with the
+    trained model), then compute the estimate and keep it (as a `KeptEstimate` too); False when
+    another refresher holds the lock. `folder`, the store's kept training as the starting
+    command knew it, lets the locks be taken before the store is opened: a command started
+    meanwhile then finds the training under way and waits for it."""
+    from assistant import readcache
+    from assistant.personal import store_ranking
+
+    opened: _Opened | None = _Opened.of(flags, config) if folder is None else None
+    where = opened.folder if opened is not None else folder
+    assert where is not None
+    with locked(where) as free:
         if not free:
             return False
-        # Kept with the training, unless a command trained on newer decisions meanwhile: its
-        # training stays, and the estimate is kept in words, named by the decisions it is of.
-        ranking = store_ranking(store, topics, with_estimate=True, over_newer=False).ranking
-        trained = ranking.trained
-        if trained is not None and trained.key:  # else a training that cannot be named
-            line = ranking.estimate.line() if ranking.estimate is not None else None
-            kept = KeptEstimate.load(folder)
-            if kept is None or kept.key != trained.key or kept.line != line:
-                with contextlib.suppress(OSError):  # the next command starts another
-                    KeptEstimate(trained.key, ranking.fit.decided, line).save(folder)
+        for _ in range(ROUNDS):  # again while writes came meanwhile (a start then found us running)
+            with training(where):
+                opened = opened or _Opened.of(flags, config)
+                # The queue as `ranked` shows it, kept for the store as it is: the next reading
+                # command finds the model trained for these decisions, `ranked` its whole answer.
+                before = readcache.signature(opened.settings)
+                personal = store_ranking(opened.store, opened.topics, over_newer=False, wait=False)
+                readcache.ranked_queue(opened.settings, opened.store, tuple(opened.topics), personal, before)
+            _estimate(opened)
+            if before is None or readcache.signature(opened.settings) == before:
+                break
+            opened = None
     return True
+
+
+def _estimate(opened: _Opened) -> None:
+    """Compute the estimate and keep it with the training, unless a command trained on newer
+    decisions meanwhile: its training stays, and the estimate is kept in words, named by the
+    decisions it is of."""
+    from assistant.personal import store_ranking
+
+    ranking = store_ranking(
+        opened.store, opened.topics, with_estimate=True, over_newer=False, wait=False
+    ).ranking
+    trained = ranking.trained
+    if trained is not None and trained.key:  # else a training that cannot be named
+        line = ranking.estimate.line() if ranking.estimate is not None else None
+        kept = KeptEstimate.load(opened.folder)
+        if kept is None or kept.key != trained.key or kept.line != line:
+            with contextlib.suppress(OSError):  # the next command starts another
+                KeptEstimate(trained.key, ranking.fit.decided, line).save(opened.folder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,10 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m assistant.estimate_refresh")
     parser.add_argument("--flags", default="{}")
     parser.add_argument("--config", type=Path)
+    parser.add_argument("--folder", type=Path)
     args = parser.parse_args(argv)
     with contextlib.suppress(OSError):
         os.nice(NICENESS)
-    return 0 if refresh(json.loads(args.flags), args.config) else 1
+    return 0 if refresh(json.loads(args.flags), args.config, args.folder) else 1
 
 
 if __name__ == "__main__":

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assistant import __version__
-from assistant.cache import cache_file, read_pickle, write_pickle
+from assistant.cache import cache_file, cache_folder, features_cache, read_pickle, write_pickle
 
 if TYPE_CHECKING:
     from assistant.config import Settings
-    from assistant.personal import Ranking
+    from assistant.personal import Ranking, StoreRanking
+    from assistant.store import Store
 
 VERSION = 6
 
@@ -225,3 +226,44 @@ class RankedQueue:
     # The key of the training the queue came from and the folder its estimate is kept in
     # (`assistant.estimate_refresh`); None for a store behind a Chroma server.
     trained: tuple[bytes, str] | None = None
+
+
+def ranked_queue(
+    settings: Settings,
+    store: Store,
+    topics: tuple[str, ...],
+    personal: StoreRanking | None,
+    before: Signature | None,
+) -> RankedQueue:
+    """The queue `triage ranked` shows, from the store ranked with the personal model (None: the
+    model failed, the engine's order), kept as the answer for the store as it was at `before`
+    (the signature taken once the store was open; `save`). The command computes it when its
+    kept answer is stale, and so does the background ranking after a write
+    (`assistant.estimate_refresh`), so that the next `ranked` finds it kept."""
+    from assistant.index import Row
+    from assistant.personal.rows import PaperTable
+
+    rows: list[tuple[str, str, float | None, int | None]]
+    if personal is None:
+        rows = [
+            (r.id, r.status.value, r.relevance, r.day)
+            for r in (Row.from_metadata(pid, meta) for pid, meta in store.iter_metadata())
+        ]
+    elif isinstance(personal.papers, PaperTable):  # the store's rows as columns
+        rows = personal.papers.queue_entries()
+    else:
+        rows = [(p.id, p.status.value, p.relevance, p.day) for p in personal.papers]
+    assessed = [
+        (pid, status, float(relevance), day) for pid, status, relevance, day in rows if relevance is not None
+    ]
+    summary = RankSummary.of(personal.ranking, (e[0] for e in assessed)) if personal else None
+    queue = RankedQueue(assessed, summary, personal.notes if personal else [], len(rows) - len(assessed))
+    if personal is not None:  # not when the model failed: the next read tries again
+        # The ranking rests on the personal model's cached features too: deleting them is
+        # answered by a new ranking, not by the one saved from them.
+        trained = personal.ranking.trained
+        if before is not None and trained is not None and trained.key:
+            # Which training the queue came from, and where its estimate is kept, saved with the answer.
+            queue.trained = (trained.key, str(cache_folder(features_cache(store.cache_key))))
+        save(settings, "ranked", topics, queue, before, depends=[features_cache(store.data_key)])
+    return queue

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from typer.testing import CliRunner
 
 from assistant import estimate_refresh as refresh
 from assistant.agenda import load_agenda
+from assistant.cache import training
 from assistant.cli import app
 from assistant.config import load_settings
 from assistant.personal import estimate_folder, store_ranking
@@ -78,13 +80,14 @@ def test_after_a_mark_ranked_labels_the_last_estimate_and_a_refresher_brings_it_
 
     result = runner.invoke(app, ["ranked", "--json", "--top", "1"])
     run("mark", json.loads(result.output.splitlines()[-1])["paper"]["id"], "--accept")
+    assert started == [folder()] * 2  # the mark starts one
     labelled = estimate_line(run("ranked"))
     assert labelled == first.replace(". An estimate", " (as of 1 decision ago; updating). An estimate")
-    assert len(started) == 2
+    assert len(started) == 3
 
     assert refresh.refresh({}) is True
     fresh = estimate_line(run("ranked"))
-    assert "updating" not in fresh and len(started) == 2
+    assert "updating" not in fresh and len(started) == 3
     assert fresh == from_scratch()
 
 
@@ -150,3 +153,100 @@ def test_a_refresher_finishing_after_newer_decisions_keeps_the_newer_training(
     assert read.save(where, read, over_newer=False) is False
     kept = Trained.load(where)
     assert kept is not None and kept.key == newer.key
+
+
+@pytest.fixture
+def trainings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The threads that trained the personal model (solved it), in order."""
+    from assistant.personal import model
+
+    calls: list[str] = []
+    solve = model.solve
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(threading.current_thread().name)
+        return solve(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(model, "solve", counted)
+    return calls
+
+
+def test_after_a_mark_the_background_ranking_keeps_what_the_next_commands_read(
+    decided: Path, started: list[Path], trainings: list[str]
+) -> None:
+    ids = [pid for pid, _ in Store.open(load_settings()).iter_metadata()]
+    run("ranked")
+    run("mark", ids[25], "--accept")
+    assert started[-1] == folder()  # the mark started the background ranking
+    assert refresh.refresh({}, None, started[-1]) is True  # (here, in this process)
+    trained = len(trainings)
+    assert trained >= 1
+    # The reading commands right after it train nothing: they read what it kept.
+    queue, shown = run("ranked", "--top", "30"), run("show", ids[25])
+    export = run("export", "-f", "jsonl", "--status", "accepted")
+    assert len(trainings) == trained
+    assert "Seen enough? About" in queue and "updating" not in queue
+    # And they answer as they do when they train themselves, from nothing kept.
+    shutil.rmtree(Path(os.environ["XDG_CACHE_HOME"]) / "triage")
+    again = run("ranked", "--top", "30")  # (its estimate is not kept now: only being updated)
+    assert again.split("Seen enough?")[0] == queue.split("Seen enough?")[0]
+    assert len(trainings) > trained
+    assert run("show", ids[25]) == shown
+    assert run("export", "-f", "jsonl", "--status", "accepted") == export
+
+
+def test_a_command_waits_for_the_training_under_way_and_reads_it(
+    decided: Path, started: list[Path], trainings: list[str]
+) -> None:
+    ids = [pid for pid, _ in Store.open(load_settings()).iter_metadata()]
+    run("ranked")
+    run("mark", ids[25], "--reject")
+    where = started[-1]
+    holding = threading.Event()
+
+    def background() -> None:  # what the refresher does first: train under the lock
+        with training(where):
+            holding.set()
+            time.sleep(0.5)  # (a store ten times the size trains this long)
+            settings = load_settings()
+            topics = [t.name for t in load_agenda(settings.agenda_path).topics]
+            store_ranking(Store.open_for_reading(settings), topics, over_newer=False, wait=False)
+
+    trainings.clear()
+    worker = threading.Thread(target=background, name="background")
+    worker.start()
+    assert holding.wait(10)
+    began = time.monotonic()
+    shown = run("show", ids[25])
+    worker.join()
+    assert time.monotonic() - began >= 0.45  # it waited for the training
+    assert trainings == ["background"]  # and trained nothing itself
+    assert "your decisions" in shown
+
+
+def test_waiting_for_a_training_stops_when_it_ends_or_at_the_timeout(tmp_path: Path) -> None:
+    from assistant.cache import wait_for_training
+
+    assert wait_for_training(tmp_path) is False  # none ever trained here: nothing to wait for
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from assistant.cache import training\n"
+            "with training(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(float(sys.argv[2]))",
+            str(tmp_path),
+            "1.0",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    began = time.monotonic()
+    assert wait_for_training(tmp_path, timeout=0.2) is True  # gave up waiting
+    assert 0.2 <= time.monotonic() - began < 0.6
+    assert wait_for_training(tmp_path) is True  # waited until the holder let go
+    assert time.monotonic() - began >= 0.9
+    holder.wait()
+    assert wait_for_training(tmp_path) is False  # free: returns at once
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    holder.kill()  # a holder killed midway lets go with its process
+    holder.wait()

@@ -163,6 +163,8 @@ def ingest(
         added = lists.add(chosen.name, imported)
         console.print(f"Filed {plural(added, 'paper')} into the reading list {escape(chosen.name)!r}.")
     new = sum(r.new for r in reports)
+    if imported:
+        state.rank_in_background()
     if new:
         them = "it" if new == 1 else "them"
         err_console.print(

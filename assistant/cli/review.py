@@ -66,6 +66,7 @@ def mark(
     for pid in ids:
         decision = store.update_decision(pid, **changes)
         console.print(f"{escape(pid)}: {decision.status.value}{' ★' if decision.starred else ''}")
+    state.rank_in_background()
 
 
 @app.command()

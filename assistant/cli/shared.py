@@ -8,6 +8,7 @@ personal model when it runs, so `triage --help` does not wait for them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -134,6 +135,21 @@ class State:
                 for note in self._ranking.notes:
                     err_console.print(f"[dim]note: {escape(note)}[/dim]")
         return self._ranking
+
+    def rank_in_background(self) -> None:
+        """After a write that changes what the queue is ranked from (decisions, papers,
+        assessments): start the background ranking (`assistant.estimate_refresh`), which trains
+        the personal model for the store as it now is and keeps the queue `ranked` shows, so
+        that the next reading command finds them kept (one started meanwhile waits for the
+        training rather than doing it twice). Only for an embedded store: a server's keeps
+        nothing between commands."""
+        if self._store is None or not self.settings.local_store:
+            return
+        from assistant.cache import cache_folder, features_cache
+        from assistant.estimate_refresh import start
+
+        with contextlib.suppress(OSError):  # not started: the next command trains itself
+            start(cache_folder(features_cache(self._store.cache_key)), self.flags, self.config_file)
 
     def stale(self, items: Sequence[StoredPaper]) -> set[str]:
         """Ids of the papers whose assessment predates the agenda, prompts or paper text

@@ -330,9 +330,10 @@ def tag(
     if not use_llm:
         if llm_top or dry_run or budget is not None:
             raise TriageError("--llm-top, --dry-run and --budget apply to the LLM engine; none is configured")
-        run_offline_tag(force, limit)
+        if run_offline_tag(force, limit).assessed:
+            state.rank_in_background()
         return
-    run_llm_tag(
+    report = run_llm_tag(
         model=model or settings.model or DEFAULT_MODEL,
         mode=mode.value,
         concurrency=concurrency,
@@ -345,3 +346,5 @@ def tag(
         retry_failed=retry_failed,
         examples=settings.examples if examples is None else examples,
     )
+    if report is not None and report.done:
+        state.rank_in_background()

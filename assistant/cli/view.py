@@ -166,49 +166,24 @@ def assessed_queue() -> RankedQueue:
     except TriageError:
         topics = ()
     queue = readcache.load(settings, "ranked", topics) if settings.store_exists else None
+    store = state.store if queue is None else None
+    if store is not None and settings.local_store:
+        from assistant.cache import cache_folder, features_cache, wait_for_training
+
+        # The background ranking a write started, under way: its answer, once it is kept.
+        if wait_for_training(cache_folder(features_cache(store.cache_key))):
+            queue = readcache.load(settings, "ranked", topics)
     if isinstance(queue, readcache.RankedQueue):
         for note in queue.notes:
             err_console.print(f"[dim]note: {escape(note)}[/dim]")
         return queue
-    from assistant.index import Row
-    from assistant.personal.rows import PaperTable
-
     store = state.store
     before = readcache.signature(settings)
     # The estimate of relevant papers left is brought up to date by a process of its own
     # (`assistant.estimate_refresh`), but for a store behind a Chroma server, where no answer
     # is kept between commands: there it is computed here, as every ranking there is.
     personal = state.personal(with_estimate=before is None)
-    rows: list[tuple[str, str, float | None, int | None]]
-    if personal is None:
-        rows = [
-            (r.id, r.status.value, r.relevance, r.day)
-            for r in (Row.from_metadata(pid, meta) for pid, meta in store.iter_metadata())
-        ]
-    elif isinstance(personal.papers, PaperTable):  # the store's rows as columns
-        rows = personal.papers.queue_entries()
-    else:
-        rows = [(p.id, p.status.value, p.relevance, p.day) for p in personal.papers]
-    assessed = [
-        (pid, status, float(relevance), day) for pid, status, relevance, day in rows if relevance is not None
-    ]
-    summary = readcache.RankSummary.of(personal.ranking, (e[0] for e in assessed)) if personal else None
-    queue = readcache.RankedQueue(
-        assessed, summary, personal.notes if personal else [], len(rows) - len(assessed)
-    )
-    if personal is not None:  # not when the model failed: the next read tries again
-        # The ranking rests on the personal model's cached features too: deleting them is
-        # answered by a new ranking, not by the one saved from them.
-        from assistant.personal.features import features_cache
-
-        trained = personal.ranking.trained
-        if before is not None and trained is not None and trained.key:
-            from assistant.personal import estimate_folder
-
-            # Which training the queue came from, and where its estimate is kept, saved with the answer.
-            queue.trained = (trained.key, str(estimate_folder(store)))
-        readcache.save(settings, "ranked", topics, queue, before, depends=[features_cache(store.data_key)])
-    return queue
+    return readcache.ranked_queue(settings, store, topics, personal, before)
 
 
 def estimate_words(queue: RankedQueue) -> tuple[str | None, Callable[[], object] | None]:

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from assistant.cache import no_collection
+from assistant.cache import cache_folder, features_cache, no_collection, wait_for_training
 from assistant.index import Row
-from assistant.personal.features import TextFeatures, cache_folder, features_cache
+from assistant.personal.features import TextFeatures
 from assistant.personal.model import Fit
 from assistant.personal.ranking import Explanation, FeatureCache, PaperState, Ranking, rank
 from assistant.personal.rows import LazyRows, PaperRow, PaperTable, TopicMemo, paper_rows
@@ -76,13 +76,18 @@ def store_ranking(
     on_progress: Callable[[int, int], None] | None = None,
     with_estimate: bool = False,
     over_newer: bool = True,
+    wait: bool = True,
 ) -> StoreRanking:
     """Rank every paper in the store with the personal model trained on its decisions (the
     same decisions give the same order, in every command and the review UI); `with_estimate`
     also estimates the relevant papers left. Without `over_newer`, the training is not kept
-    over one another process kept meanwhile (`Trained.save`)."""
-    texts, notes = load_features(store, cache_dir, on_progress)
+    over one another process kept meanwhile (`Trained.save`). With `wait`, a background ranking
+    training this store's model now (started by the write before: `assistant.estimate_refresh`)
+    is waited for, and what it kept is read rather than trained again."""
     folder = estimate_folder(store, cache_dir)  # this person's: rows, topic scores, training
+    if wait:
+        wait_for_training(folder)
+    texts, notes = load_features(store, cache_dir, on_progress)
     with no_collection():  # a row per paper: at 100k, collections cost more than the rows
         memo = TopicMemo.load(folder)
         papers = paper_rows(store, folder, memo)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from assistant.cache import cache_file, read_pickle, write_pickle
+from assistant.cache import cache_folder, features_cache, read_pickle, write_pickle
 from assistant.personal.arrays import append_array, is_token, locked, mapped, save_array, save_text
 from assistant.personal.csr import CSR
 from assistant.personal.tfidf import Transform
@@ -46,16 +46,6 @@ REFRESH_OVERLAP = 10.0  # seconds: a write is stamped a moment before it commits
 WORD_FEATURES = 20_000
 ROW_FILES = ("data", "indices", "indptr", "vectors", "digests")
 APPEND_LOCK = "append.lock"  # held by the one writer appending new papers to the files
-
-
-def features_cache(location: str, cache_dir: Path | None = None) -> Path:
-    """Where the features of the store named `location` (its cache key) are cached."""
-    return cache_file("personal", location, cache_dir)
-
-
-def cache_folder(path: Path) -> Path:
-    """The folder beside the features' pickle that holds their arrays (and the fitted state)."""
-    return path.with_suffix("")
 
 
 def vectorizer() -> TfidfVectorizer:
