@@ -361,3 +361,56 @@ def test_rm_says_when_it_deletes_other_peoples_decisions(demo_store: Path) -> No
     triage("bob", "mark", pid, "--accept")
     out = said(triage(ME, "rm", pid, "--yes"))
     assert "1 paper of these carry other people's decisions (bob)" in out
+
+
+def test_a_jsonl_export_restores_everyones_decisions_each_to_its_person(
+    demo_store: Path, tmp_path: Path
+) -> None:
+    ids = [pid for pid, _ in Store.open(load_settings()).iter_metadata()][:6]
+    triage(ME, "mark", ids[0], "--accept")
+    triage(ME, "note", ids[1], "mine")
+    triage("bob", "mark", ids[0], "--reject")
+    triage("bob", "mark", ids[2], "--maybe", "--star")
+    triage("bob", "note", ids[3], "bob's note")
+    triage("bob", "list", "create", "for the group", "--description", "what bob reads out")
+    triage("bob", "list", "add", "for the group", ids[4])
+    backup = tmp_path / "lab.jsonl"
+    triage(ME, "export", "-f", "jsonl", "-o", str(backup))
+    lines = {json.loads(line)["paper"]["id"]: json.loads(line) for line in backup.read_text().splitlines()}
+    assert lines[ids[0]]["person"] == ME and set(lines[ids[0]]["people"]) == {"bob"}
+    assert "people" not in lines[ids[5]]  # nobody else holds anything on it
+
+    # Restored into a fresh store by someone else: each decision is its person's again.
+    fresh = ["--store", str(tmp_path / "restored")]
+    triage("carol", *fresh, "ingest", str(backup))
+    mine, bobs, carols = (rows_in(who, *fresh) for who in (ME, "bob", "carol"))
+    assert (mine[ids[0]]["status"], mine[ids[1]]["note"], mine[ids[2]]["status"]) == ("accepted", "mine", "new")
+    assert (bobs[ids[0]]["status"], bobs[ids[2]]["status"], bobs[ids[2]]["starred"]) == ("rejected", "maybe", "yes")
+    assert bobs[ids[3]]["note"] == "bob's note" and bobs[ids[1]]["note"] == ""
+    assert {row["status"] for row in carols.values()} == {"new"} and not any(r["note"] for r in carols.values())
+    assert "what bob reads out" in triage("bob", *fresh, "list", "ls")
+    assert ids[4] in triage("bob", *fresh, "list", "show", "for the group")
+    assert "for the group" not in triage(ME, *fresh, "list", "ls")
+    people = Store.open(load_settings(store=tmp_path / "restored")).people()
+    assert people[0] == "carol" and set(people[1]) == {"carol", ME, "bob"}
+    # Restoring it again changes nothing.
+    triage("carol", *fresh, "ingest", str(backup))
+    assert rows_in("bob", *fresh) == bobs and rows_in(ME, *fresh) == mine
+
+
+def test_a_single_persons_jsonl_export_restores_to_whoever_restores_it(demo_store: Path, tmp_path: Path) -> None:
+    pid = next(pid for pid, _ in Store.open(load_settings()).iter_metadata())
+    triage(ME, "mark", pid, "--accept")
+    backup = tmp_path / "mine.jsonl"
+    triage(ME, "export", "-f", "jsonl", "-o", str(backup))
+    assert not any("person" in json.loads(line) for line in backup.read_text().splitlines())
+    fresh = ["--store", str(tmp_path / "restored")]
+    triage("dora", *fresh, "ingest", str(backup))  # (the same researcher, another login)
+    assert rows_in("dora", *fresh)[pid]["status"] == "accepted"
+
+
+def rows_in(user: str, *where: str) -> dict[str, dict[str, str]]:
+    """`export -f csv` as this person, of the store the global options `where` name: {id: row}."""
+    result = runner.invoke(app, ["--user", user, *where, "export", "-f", "csv"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return {row["id"]: row for row in csv.DictReader(io.StringIO(result.stdout))}

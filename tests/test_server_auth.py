@@ -207,6 +207,9 @@ def test_a_jsonl_backup_restores_papers_and_decisions_into_a_fresh_store(
     )
     assert triage(lab.url, source, "mark", some["paper"]["id"], "--reject", token=lab.alice).exit_code == 0
     assert triage(lab.url, source, "note", some["paper"]["id"], "off topic", token=lab.alice).exit_code == 0
+    # A colleague's decision on the same paper is in the backup too, and comes back as theirs.
+    ben = ("--user", "ben")
+    assert triage(lab.url, source, *ben, "mark", some["paper"]["id"], "--accept", token=lab.bob).exit_code == 0
     backup = tmp_path / "backup.jsonl"
     made = triage(lab.url, source, "export", "-f", "jsonl", "--vectors", "-o", str(backup), token=lab.alice)
     assert made.exit_code == 0, made.output
@@ -215,6 +218,8 @@ def test_a_jsonl_backup_restores_papers_and_decisions_into_a_fresh_store(
     before = ids_and_status(lab.url, source, lab.alice)
     assert len(before) == 6 and ("rejected", "off topic") in before.values()
     assert ids_and_status(lab.url, fresh, lab.bob) == before
+    accepted = triage(lab.url, fresh, *ben, "export", "-f", "jsonl", "--status", "accepted", token=lab.bob)
+    assert [json.loads(line)["paper"]["id"] for line in accepted.stdout.splitlines()] == [some["paper"]["id"]]
 
 
 def _chroma_run(data: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:

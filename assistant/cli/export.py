@@ -19,6 +19,7 @@ from assistant.status import Status
 
 if TYPE_CHECKING:
     from assistant.agenda import Agenda
+    from assistant.export.common import ExportContext
     from assistant.models import StoredPaper
     from assistant.selection import Selection
 
@@ -193,6 +194,8 @@ def export(
     )
     if not items:
         err_console.print(f"[yellow]No papers match ({escape(selection.describe())}).[/yellow]")
+    if chosen.name == "jsonl":
+        context = everyones(context, [i.paper.id for i in items])
     if vectors:
         from assistant.export.jsonl import Vectors
         from assistant.export.jsonl import write as write_jsonl
@@ -201,6 +204,26 @@ def export(
         emit(write_jsonl(items, context, stored), output, len(items), "jsonl with vectors")
         return
     emit(chosen.write(items, context), output, len(items), chosen.name)
+
+
+def everyones(context: ExportContext, ids: list[str]) -> ExportContext:
+    """The jsonl export's context in a store several people use: whose the decisions are, and
+    every other person's decision on these papers with their lists (a backup of the lab's
+    decisions, which the restore puts back each to its person)."""
+    from dataclasses import replace
+
+    from assistant.lists import ReadingLists
+
+    store = state.store
+    me = store.view.person
+    if set(store.people()[1]) <= {me}:
+        return context
+    others = store.others_decisions(ids)
+    lists: dict[str, dict[str, str]] = {}
+    for who in sorted({who for decided in others.values() for who in decided}):
+        with store.acting_as(who):
+            lists[who] = {rl.name: rl.description for rl in ReadingLists(store).all()}
+    return replace(context, person=me, others=others, others_lists=lists)
 
 
 def paper_score() -> Callable[[str, float | None], float] | None:

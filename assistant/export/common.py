@@ -10,7 +10,7 @@ from pathlib import PurePath
 from urllib.parse import urlparse
 
 from assistant.agenda import NOT_INTERESTED, Agenda
-from assistant.models import Paper, Person, StoredPaper, TopicScore, now_utc, parse_name
+from assistant.models import Decision, Paper, Person, StoredPaper, TopicScore, now_utc, parse_name
 from assistant.triage.keys import OFFLINE_ENGINE
 
 OTHER_GROUP = "Other papers"
@@ -28,6 +28,11 @@ class ExportContext:
     selection: str = "all papers"
     topic: str | None = None  # the papers were selected for this topic: file them all under it
     generated_at: datetime = field(default_factory=now_utc)
+    # A store several people use (the jsonl export): who exports, every other person's decision
+    # per paper id ({paper id: {person: decision}}) and their reading lists' descriptions.
+    person: str | None = None
+    others: Mapping[str, Mapping[str, Decision]] = field(default_factory=dict)
+    others_lists: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def split_name(name: str) -> Person:

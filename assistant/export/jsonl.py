@@ -4,6 +4,14 @@ Each line is a stored paper as `triage ranked --json` prints it (`paper`, `decis
 `assessment`, `added_at`, `failure`) plus `lists`: the name and description of every reading
 list the paper is in. `triage ingest` of such a file restores all of it (assistant.ingest.restore).
 
+From a store several people use (`assistant.store.people`), each line also names whose the
+decision is (`person`: the one who exported) and holds every other person's decision on the
+paper with their lists, where they hold one:
+
+    "person": "ana", "people": {"ben": {"decision": {...}, "lists": {"to read": ""}}}
+
+so that the export restores everyone's decisions, each to its person.
+
 With vectors (`triage export -f jsonl --vectors`) each line also has `embedding`: the paper's
 stored vector, so that restoring the file embeds nothing:
 
@@ -60,6 +68,17 @@ def vector_field(embedder: str, document: str, data: bytes) -> dict[str, Any]:
 def record(item: StoredPaper, context: ExportContext, vectors: Vectors | None = None) -> dict[str, Any]:
     data = item.model_dump(mode="json")
     data["lists"] = {name: context.lists.get(name, "") for name in item.decision.lists}
+    if context.person is not None:
+        data["person"] = context.person
+    others = context.others.get(item.paper.id)
+    if others:
+        data["people"] = {
+            who: {
+                "decision": decision.model_dump(mode="json"),
+                "lists": {name: context.others_lists.get(who, {}).get(name, "") for name in decision.lists},
+            }
+            for who, decision in sorted(others.items())
+        }
     stored = vectors.by_id.get(item.paper.id) if vectors is not None else None
     if vectors is not None and stored is not None:
         data[VECTOR_KEY] = vector_field(vectors.embedder, *stored)

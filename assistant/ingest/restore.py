@@ -3,6 +3,10 @@
 A full record is an object with a `paper` object and a `decision` object (what the JSONL export
 and `triage ranked --json` write); any other JSON record is an ordinary paper record.
 
+A record from a store several people use names whose its decision is (`person`) and holds the
+others' (`people`): each goes to its person (a person the store has not seen is recorded among
+its people); a record that names nobody is the restorer's, as a single-person export is.
+
 Into a store that already holds the paper: the paper merges as any re-import does; the newer
 decision (by `decided_at`) wins for status, star, note and tags, and list memberships are
 unioned (an import never takes a paper out of a list); the newer assessment (by `created_at`)
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,6 +60,10 @@ class Restored:
     lists: dict[str, str] = field(default_factory=dict)  # name -> description
     added_at: datetime | None = None
     vector: GivenVector | None = None
+    # From a store several people use: whose `decision` is (None: the restorer's), and every
+    # other person's decision with their lists (name -> description).
+    person: str | None = None
+    people: dict[str, tuple[Decision, dict[str, str]]] = field(default_factory=dict)
 
 
 class RestoredPapers(list[Paper]):
@@ -147,14 +156,7 @@ def parse_full_record(record: dict[str, Any], notes: list[str] | None = None) ->
             assessment = Assessment.model_validate(record["assessment"])
         except ValidationError as exc:
             raise _errors(exc, "assessment") from None
-    raw_lists = record.get("lists") or {}
-    if isinstance(raw_lists, list):
-        raw_lists = {str(n): "" for n in raw_lists}
-    if not isinstance(raw_lists, dict):
-        raise RecordError("'lists' must be an object of list names and descriptions")
-    lists = {str(n): str(d or "") for n, d in raw_lists.items()}
-    for name in decision.lists:
-        lists.setdefault(name, "")
+    lists = _lists(record.get("lists"), decision, "lists")
     added_at = None
     if record.get("added_at"):
         try:
@@ -168,7 +170,36 @@ def parse_full_record(record: dict[str, Any], notes: list[str] | None = None) ->
         except ValueError as exc:
             if notes is not None:
                 notes.append(f"'embedding': {exc}; the vector is left out and the paper embedded")
-    return paper, Restored(decision, assessment, lists, added_at, vector)
+    person = record.get("person")
+    if person is not None and (not isinstance(person, str) or not person.strip()):
+        raise RecordError("'person' must name the person whose decision the record holds")
+    raw_people = record.get("people") or {}
+    if not isinstance(raw_people, dict):
+        raise RecordError("'people' must be an object of person names and their decisions")
+    people: dict[str, tuple[Decision, dict[str, str]]] = {}
+    for who, held in raw_people.items():
+        if not isinstance(held, dict) or not isinstance(held.get("decision"), dict):
+            raise RecordError(f"'people.{who}' must be an object with a 'decision'")
+        try:
+            theirs = Decision.model_validate(held["decision"])
+        except ValidationError as exc:
+            raise _errors(exc, f"people.{who}.decision") from None
+        people[str(who)] = (theirs, _lists(held.get("lists"), theirs, f"people.{who}.lists"))
+    return paper, Restored(decision, assessment, lists, added_at, vector, person, people)
+
+
+def _lists(raw: Any, decision: Decision, where: str) -> dict[str, str]:
+    """A record's lists (name -> description; a plain list of names is read too), with every
+    list the decision names."""
+    raw = raw or {}
+    if isinstance(raw, list):
+        raw = {str(n): "" for n in raw}
+    if not isinstance(raw, dict):
+        raise RecordError(f"'{where}' must be an object of list names and descriptions")
+    lists = {str(n): str(d or "") for n, d in raw.items()}
+    for name in decision.lists:
+        lists.setdefault(name, "")
+    return lists
 
 
 @dataclass
@@ -245,33 +276,30 @@ def merge_decision(stored: Decision, incoming: Decision) -> Decision:
 
 def apply_restored(store: Store, restored: dict[str, Restored], ids: dict[str, str]) -> tuple[int, list[str]]:
     """Write decisions, assessments and lists of imported papers (`ids`: file id -> stored id).
+    Each decision goes to its person (a record from a store several people use names them), an
+    unnamed one to the restorer; a person the store has not seen yet is recorded among its people.
 
     Returns how many papers changed, and the list names that could not be created.
     """
     targets: dict[str, Restored] = {ids.get(pid, pid): state for pid, state in restored.items()}
-    reading = ReadingLists(store)
+    me = store.view.person
+    by_person: dict[str, dict[str, tuple[Decision, dict[str, str]]]] = {}
+    for pid, state in targets.items():
+        by_person.setdefault(state.person or me, {})[pid] = (state.decision, state.lists)
+        for who, theirs in state.people.items():
+            by_person.setdefault(who, {})[pid] = theirs
+    others = [who for who in by_person if who != me]
+    if others:
+        store.add_people(others)
     problems: list[str] = []
-    bad: set[str] = set()
-    for name, description in sorted({n: d for s in targets.values() for n, d in s.lists.items()}.items()):
-        try:
-            if reading.create(name, description, exist_ok=True).name != name:
-                raise ListError(f"{name!r} is not a usable list name")
-        except ListError as exc:
-            problems.append(str(exc))
-            bad.add(name)
-    assessments: dict[str, Assessment] = {}
-    decisions: dict[str, Decision] = {}
-    added: dict[str, datetime] = {}
     changed: set[str] = set()
+    for who, decisions in by_person.items():
+        with store.acting_as(who) if who != me else contextlib.nullcontext():
+            changed |= _restore_decisions(store, decisions, problems)
+    assessments: dict[str, Assessment] = {}
+    added: dict[str, datetime] = {}
     for item in store.get_many(list(targets)):
         pid, state = item.paper.id, targets[item.paper.id]
-        incoming = state.decision.model_copy(
-            update={"lists": [n for n in state.decision.lists if n not in bad]}
-        )
-        decision = merge_decision(item.decision, incoming)
-        if decision != item.decision:
-            decisions[pid] = decision
-            changed.add(pid)
         if state.added_at is not None and (item.added_at is None or state.added_at < item.added_at):
             added[pid] = state.added_at  # the paper keeps its first arrival: a digest does not see it as new
         new = state.assessment
@@ -279,10 +307,35 @@ def apply_restored(store: Store, restored: dict[str, Restored], ids: dict[str, s
             if new != item.assessment:
                 assessments[pid] = new
                 changed.add(pid)
-    if decisions:
-        store.set_decisions(decisions)
     if added:
         store.set_added(added)
     if assessments:
         store.set_assessments(assessments)
     return len(changed), problems
+
+
+def _restore_decisions(
+    store: Store, decisions: dict[str, tuple[Decision, dict[str, str]]], problems: list[str]
+) -> set[str]:
+    """Merge these decisions (with their lists: name -> description) into the store's, as the
+    person the store acts as; the papers whose decision changed. A list that cannot be made is
+    said in `problems` and left out."""
+    reading = ReadingLists(store)
+    bad: set[str] = set()
+    for name, description in sorted({n: d for _, ls in decisions.values() for n, d in ls.items()}.items()):
+        try:
+            if reading.create(name, description, exist_ok=True).name != name:
+                raise ListError(f"{name!r} is not a usable list name")
+        except ListError as exc:
+            problems.append(str(exc))
+            bad.add(name)
+    merged: dict[str, Decision] = {}
+    for item in store.get_many(list(decisions)):
+        incoming = decisions[item.paper.id][0]
+        incoming = incoming.model_copy(update={"lists": [n for n in incoming.lists if n not in bad]})
+        decision = merge_decision(item.decision, incoming)
+        if decision != item.decision:
+            merged[item.paper.id] = decision
+    if merged:
+        store.set_decisions(merged)
+    return set(merged)

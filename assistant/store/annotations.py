@@ -10,6 +10,7 @@ from typing import Any
 
 from assistant.errors import StoreError, is_read_only
 from assistant.models import Assessment, Decision, Status, now_utc
+from assistant.store.people import everyone, holds_something
 from assistant.store.reads import Reads
 from assistant.store.records import Records
 from assistant.store.schema import (
@@ -18,6 +19,7 @@ from assistant.store.schema import (
     LEGACY_LISTS,
     LIST_RECORD,
     assessment_metadata,
+    decision_from,
     decision_metadata,
     list_key,
 )
@@ -47,6 +49,20 @@ class Annotations(Reads, Records):
         )
 
     # -- decisions (status, star, note, tags) ----------------------------------
+
+    def others_decisions(self, ids: Sequence[str]) -> dict[str, dict[str, Decision]]:
+        """Every other person's decision on these papers, where they hold one (a status, a
+        star, a note, tags, a list): {paper id: {person: decision}}, read from the stored keys."""
+        first, _ = self.people()
+        me = self.view.person
+        out: dict[str, dict[str, Decision]] = {}
+        for start in range(0, len(ids), self._batch):
+            res = self.get_stored(ids=list(ids[start : start + self._batch]), include=["metadatas"])
+            for pid, meta in zip(res["ids"], res["metadatas"] or [], strict=True):
+                for who, own in everyone(dict(meta or {}), first or me).items():
+                    if who != me and holds_something(own):
+                        out.setdefault(pid, {})[who] = decision_from(own)
+        return out
 
     def set_decision(self, paper_id: str, decision: Decision) -> None:
         self.set_decisions({paper_id: decision})

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -124,6 +125,29 @@ class Records(Connection):
             slot=agenda if agenda is not None and plain is not None and agenda != plain else None,
         )
         return self.view
+
+    @contextmanager
+    def acting_as(self, person: str) -> Iterator[View]:
+        """Read and write as another of the store's people for a while (an export reading
+        everyone's decisions, a restore putting them back): their view, then this one's again."""
+        mine = self.view
+        first = self._people_record().get("first") or mine.person
+        self.view = View(person=person, first=first == person, shared=mine.shared)
+        try:
+            yield self.view
+        finally:
+            self.view = mine
+
+    def add_people(self, names: Iterable[str]) -> None:
+        """Record these people among the store's (a restore of their decisions)."""
+        wanted = [n for n in names if n]
+        if not wanted or set(wanted) <= set(self.people()[1]):
+            return
+        with self.write_lock():
+            record = self._people_record() or _joined({}, self.view.person, None)
+            updated = {**record, "people": list(dict.fromkeys([*record["people"], *wanted]))}
+            if updated != record:
+                self.set_value(PEOPLE_RECORD, updated)
 
     def share_lists(self, names: Iterable[str]) -> None:
         """These reading lists are shared: this view files into them from now on."""

@@ -148,9 +148,9 @@ def _biblio_from(raw: Any) -> Biblio | None:
         return None
 
 
-def _stored_from(pid: str, document: str | None, meta: dict[str, Any] | None) -> StoredPaper:
-    meta = dict(meta or {})
-    decision = Decision(
+def decision_from(meta: dict[str, Any]) -> Decision:
+    """The decision a paper's (plain) metadata holds."""
+    return Decision(
         status=Status(meta.get("status") or Status.NEW),
         starred=bool(meta.get("starred", False)),
         note=meta.get("note") or "",
@@ -158,6 +158,11 @@ def _stored_from(pid: str, document: str | None, meta: dict[str, Any] | None) ->
         lists=list_names(meta),
         decided_at=datetime.fromisoformat(meta["decided_at"]) if meta.get("decided_at") else None,
     )
+
+
+def _stored_from(pid: str, document: str | None, meta: dict[str, Any] | None) -> StoredPaper:
+    meta = dict(meta or {})
+    decision = decision_from(meta)
     assessment = Assessment.model_validate_json(meta["assessment"]) if meta.get("assessment") else None
     added = datetime.fromisoformat(meta["added_at"]) if meta.get("added_at") else None
     failure = (
