@@ -233,7 +233,8 @@ def test_waiting_for_a_training_stops_when_it_ends_or_at_the_timeout(tmp_path: P
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; from assistant.cache import training\n"
-            "with training(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(float(sys.argv[2]))",
+            "with training(Path(sys.argv[1])):\n"
+            "    print('held', flush=True); time.sleep(float(sys.argv[2]))",
             str(tmp_path),
             "1.0",
         ],

@@ -384,10 +384,20 @@ def test_a_jsonl_export_restores_everyones_decisions_each_to_its_person(
     fresh = ["--store", str(tmp_path / "restored")]
     triage("carol", *fresh, "ingest", str(backup))
     mine, bobs, carols = (rows_in(who, *fresh) for who in (ME, "bob", "carol"))
-    assert (mine[ids[0]]["status"], mine[ids[1]]["note"], mine[ids[2]]["status"]) == ("accepted", "mine", "new")
-    assert (bobs[ids[0]]["status"], bobs[ids[2]]["status"], bobs[ids[2]]["starred"]) == ("rejected", "maybe", "yes")
+    assert (mine[ids[0]]["status"], mine[ids[1]]["note"], mine[ids[2]]["status"]) == (
+        "accepted",
+        "mine",
+        "new",
+    )
+    assert (bobs[ids[0]]["status"], bobs[ids[2]]["status"], bobs[ids[2]]["starred"]) == (
+        "rejected",
+        "maybe",
+        "yes",
+    )
     assert bobs[ids[3]]["note"] == "bob's note" and bobs[ids[1]]["note"] == ""
-    assert {row["status"] for row in carols.values()} == {"new"} and not any(r["note"] for r in carols.values())
+    assert {row["status"] for row in carols.values()} == {"new"} and not any(
+        r["note"] for r in carols.values()
+    )
     assert "what bob reads out" in triage("bob", *fresh, "list", "ls")
     assert ids[4] in triage("bob", *fresh, "list", "show", "for the group")
     assert "for the group" not in triage(ME, *fresh, "list", "ls")
@@ -398,7 +408,9 @@ def test_a_jsonl_export_restores_everyones_decisions_each_to_its_person(
     assert rows_in("bob", *fresh) == bobs and rows_in(ME, *fresh) == mine
 
 
-def test_a_single_persons_jsonl_export_restores_to_whoever_restores_it(demo_store: Path, tmp_path: Path) -> None:
+def test_a_single_persons_jsonl_export_restores_to_whoever_restores_it(
+    demo_store: Path, tmp_path: Path
+) -> None:
     pid = next(pid for pid, _ in Store.open(load_settings()).iter_metadata())
     triage(ME, "mark", pid, "--accept")
     backup = tmp_path / "mine.jsonl"

@@ -209,7 +209,9 @@ def test_a_jsonl_backup_restores_papers_and_decisions_into_a_fresh_store(
     assert triage(lab.url, source, "note", some["paper"]["id"], "off topic", token=lab.alice).exit_code == 0
     # A colleague's decision on the same paper is in the backup too, and comes back as theirs.
     ben = ("--user", "ben")
-    assert triage(lab.url, source, *ben, "mark", some["paper"]["id"], "--accept", token=lab.bob).exit_code == 0
+    assert (
+        triage(lab.url, source, *ben, "mark", some["paper"]["id"], "--accept", token=lab.bob).exit_code == 0
+    )
     backup = tmp_path / "backup.jsonl"
     made = triage(lab.url, source, "export", "-f", "jsonl", "--vectors", "-o", str(backup), token=lab.alice)
     assert made.exit_code == 0, made.output
