@@ -309,11 +309,15 @@ def main() -> None:
 
 
 def run_opening(store_dir: Path, cache: Path, presses: int) -> dict[str, list[float]]:
+    # One BLAS thread, as the console script sets it for `triage review` (assistant.__main__),
+    # unless the environment says otherwise.
+    env = {"OPENBLAS_NUM_THREADS": "1", **os.environ}
     done = subprocess.run(
         [sys.executable, __file__, "--open", str(store_dir), str(cache), "--presses", str(presses)],
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
     return json.loads(line[len("RESULT ") :])
