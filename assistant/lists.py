@@ -8,6 +8,7 @@ lists, or filing the same paper into two lists, at once lose nothing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -16,13 +17,16 @@ from pydantic import BaseModel, Field
 from assistant.errors import TriageError
 from assistant.models import now_utc
 from assistant.store import Store, list_key
-from assistant.store.people import ADDED_BY, SHARED_LIST_RECORD, View, added_by_key
+from assistant.store.people import ADDED_BY, SHARED_LIST_RECORD, View, added_by_key, shared_key
 
 MAX_NAME = 80
 
 
 class ListError(TriageError):
     """A reading list that does not exist, already exists, or has an unusable name."""
+
+
+RENAME_CHUNK = 1000  # members written at a time when a shared list is renamed
 
 
 class ReadingList(BaseModel):
@@ -55,7 +59,9 @@ class ReadingLists:
         """This person's lists and the shared ones (a shared list's name hides an own list's)."""
         stored = self.store.named_records(self.store.view.list_record)
         shared = self.store.named_records(SHARED_LIST_RECORD)
-        self.store.share_lists(shared)  # made since the store was opened, perhaps by someone else
+        # The shared lists as they are now: made or deleted since the store was opened, perhaps
+        # by someone else.
+        self.store.share_lists(shared, only=True)
         stored.update({n: {**v, "shared": True} for n, v in shared.items()})
         return {name: ReadingList.model_validate(value) for name, value in stored.items()}
 
@@ -163,7 +169,17 @@ class ReadingLists:
         # The new list first, then its members, then the old list goes: if this stops half-way,
         # every paper is still in one of the two.
         self._save(renamed)
-        self._change(members, new, True)
+        if renamed.shared:  # each paper keeps who added it
+            who, stamp = self.added_by(old), time.time()
+            for start in range(0, len(members), RENAME_CHUNK):
+                self.store.update_stored(
+                    {
+                        pid: {shared_key(new): True, added_by_key(new): who.get(pid) or None, "touched": stamp}
+                        for pid in members[start : start + RENAME_CHUNK]
+                    }
+                )
+        else:
+            self._change(members, new, True)
         self._change(members, old, False)
         self.store.delete_named_record(self._kind(lists[old]), old)
         return renamed

@@ -426,3 +426,38 @@ def rows_in(user: str, *where: str) -> dict[str, dict[str, str]]:
     result = runner.invoke(app, ["--user", user, *where, "export", "-f", "csv"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     return {row["id"]: row for row in csv.DictReader(io.StringIO(result.stdout))}
+
+
+def test_a_renamed_shared_list_keeps_who_added_each_paper(settings: Settings) -> None:
+    alice = Store.open(settings.model_copy(update={"user": "alice"}))
+    alice.upsert_papers([paper(1, "Adapters for everyone"), paper(2, "Routing in experts")])
+    bob = Store.open(settings.model_copy(update={"user": "bob"}))
+    one, two = "arxiv:2501.00001", "arxiv:2501.00002"
+    ReadingLists(alice).create("rg", shared=True)
+    ReadingLists(bob).add("rg", [one])
+    ReadingLists(alice).add("rg", [two])
+    carol = Store.open(settings.model_copy(update={"user": "carol"}))
+    ReadingLists(carol).rename("rg", "reading group")
+    assert ReadingLists(alice).added_by("reading group") == {one: "bob", two: "alice"}
+    assert [rl.name for rl in ReadingLists(bob).all()] == ["reading group"]
+    assert sorted(ReadingLists(bob).members("reading group")) == [one, two]
+
+
+def test_a_shared_list_deleted_by_someone_else_is_no_longer_shared_in_a_running_process(
+    settings: Settings,
+) -> None:
+    alice = Store.open(settings.model_copy(update={"user": "alice"}))
+    alice.upsert_papers([paper(1, "Adapters for everyone"), paper(2, "Routing in experts")])
+    one = "arxiv:2501.00001"
+    bob = Store.open(settings.model_copy(update={"user": "bob"}))  # a process that stays open
+    ReadingLists(alice).create("rg", shared=True)
+    ReadingLists(bob).add("rg", [one])
+    ReadingLists(Store.open(settings.model_copy(update={"user": "alice"}))).delete("rg")
+    # Bob, still running, makes a list of his own by that name: it is his, not the lab's.
+    lists = ReadingLists(bob)
+    lists.create("rg")
+    lists.add("rg", [one])
+    assert lists.members("rg") == [one] and not lists.get("rg").shared
+    stored = alice.get_stored(ids=[one], include=["metadatas"])["metadatas"][0]
+    assert stored.get("d:bob:list:rg") is True and not stored.get("lab:list:rg")
+    assert "rg" not in {rl.name for rl in ReadingLists(alice).all()}

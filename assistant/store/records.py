@@ -149,10 +149,13 @@ class Records(Connection):
             if updated != record:
                 self.set_value(PEOPLE_RECORD, updated)
 
-    def share_lists(self, names: Iterable[str]) -> None:
-        """These reading lists are shared: this view files into them from now on."""
-        if not self.view.shared.issuperset(names):
-            self.view = replace(self.view, shared=self.view.shared | set(names))
+    def share_lists(self, names: Iterable[str], *, only: bool = False) -> None:
+        """These reading lists are shared: this view files into them from now on; with `only`,
+        no other is (one deleted meanwhile, perhaps by someone else, is no longer mapped to the
+        shared keys: a list of this person's own made with its name is their own)."""
+        shared = frozenset(names) if only else self.view.shared | set(names)
+        if shared != self.view.shared:
+            self.view = replace(self.view, shared=shared)
 
 
 def _joined(record: dict[str, Any], person: str, agenda: str | None) -> dict[str, Any]:
