@@ -172,12 +172,10 @@ class ReadingLists:
         if renamed.shared:  # each paper keeps who added it
             who, stamp = self.added_by(old), time.time()
             for start in range(0, len(members), RENAME_CHUNK):
-                self.store.update_stored(
-                    {
-                        pid: {shared_key(new): True, added_by_key(new): who.get(pid) or None, "touched": stamp}
-                        for pid in members[start : start + RENAME_CHUNK]
-                    }
-                )
+                key, by = shared_key(new), added_by_key(new)
+                chunk = members[start : start + RENAME_CHUNK]
+                writes = {pid: {key: True, by: who.get(pid), "touched": stamp} for pid in chunk}
+                self.store.update_stored(writes)
         else:
             self._change(members, new, True)
         self._change(members, old, False)
