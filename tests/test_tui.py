@@ -885,3 +885,47 @@ def test_rows_below_the_first_page_are_read_when_shown_after_a_re_sort(tmp_path:
         assert below not in app.shown  # decided: out of the undecided view
 
     drive(app, script)
+
+
+def test_the_queue_tables_cells_are_drawn_as_the_data_table_draws_them(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    """The queue table draws its one-line Text cells itself (faster than DataTable's generic
+    path): every cell, highlighted or not, under the cursor or not, in every theme's look, is
+    the same segments as DataTable's own rendering of it. Titles with wide characters, cut with
+    an ellipsis, and empty cells included."""
+    from rich.segment import Segment
+    from rich.text import Text
+
+    from assistant.tui.widgets import QueueTable
+
+    app = make_app(assessed, tmp_path)
+
+    async def script(pilot: Pilot[None]) -> None:
+        table = app.query_one(QueueTable)
+        first, second = table.shown[:2]
+        # Cells longer than their column (Rich cuts them), wide characters, styled spans, empty.
+        long = Text("論文の題名 — 長いタイトル " * 6, "bold") + Text(" tail", "italic red")
+        table.update_row(first, {"title": long, "tags": Text("")})
+        table.update_row(second, {"title": Text("x" * 300, overflow="ellipsis")})
+        await settle(pilot)
+        compared = 0
+        for theme in ("textual-dark", "textual-light", "nord"):
+            app.theme = theme
+            await settle(pilot)
+            for row in range(min(table.row_count, 12)):
+                for column in range(len(table.columns)):
+                    width = list(table.columns.values())[column].get_render_width(table)
+                    base = table.rich_style
+                    for cursor, hover in ((False, False), (True, False), (False, True)):
+                        table._cell_render_cache.clear()
+                        ours = table._render_cell(row, column, base, width, cursor, hover)
+                        table._cell_render_cache.clear()
+                        theirs = DataTable._render_cell(table, row, column, base, width, cursor, hover)
+                        assert [list(Segment.simplify(line)) for line in ours] == [
+                            list(Segment.simplify(line)) for line in theirs
+                        ], (theme, row, column, cursor)
+                        compared += 1
+        assert compared >= 3 * 12 * 4 * 3
+
+    drive(app, script)
