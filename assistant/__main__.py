@@ -3,8 +3,9 @@
 A command lives well under a second, and most of its objects (every module, class and function
 the command line imports) live as long as the process. The cyclic garbage collector would walk
 them again and again while they are imported, a full pass costing 20-30 ms, for nothing: it is
-off while the command line loads, and what was loaded is then frozen (kept out of every later
-pass) before the collector comes back on for the command itself.
+off while the command line loads, and what was loaded is then frozen (kept out of the later
+passes; `triage tag` unfreezes it when its run ends) before the collector comes back on for the
+command itself.
 
 NumPy's OpenBLAS starts a thread per core when it loads and keeps them spinning after each
 product, for products this project keeps too small to share (its matrix-vector products are

@@ -11,7 +11,7 @@ import pickle
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -61,15 +61,49 @@ def training(folder: Path) -> Iterator[bool]:
         os.close(fd)
 
 
+def hold_training(folder: Path) -> int | None:
+    """The store's training lock, taken now without waiting, as an open descriptor to hand to
+    the process that will train (`adopted` there); None when it cannot be had (held, or no
+    lock file)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / TRAINING_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@contextmanager
+def adopted(fd: int) -> Iterator[bool]:
+    """Hold the training lock another process took and handed over (`hold_training`) while
+    inside, then let it go."""
+    try:
+        yield True
+    finally:
+        with suppress(OSError):
+            os.close(fd)
+
+
+# When this process first waited for each store's training: a command waits TRAINING_WAIT in
+# all, however many times it asks (the `ranked` answer's wait, then the ranking's).
+_waiting_since: dict[Path, float] = {}
+
+
 def wait_for_training(folder: Path, timeout: float = TRAINING_WAIT) -> bool:
-    """Wait while another process trains this store's model (`training`), `timeout` seconds at
-    most (then the caller trains itself); True when there was one to wait for."""
+    """Wait while another process trains this store's model (`training`), until `timeout`
+    seconds after this process first waited for it (then the caller trains itself); True when
+    there was one to wait for."""
     try:
         fd = os.open(folder / TRAINING_LOCK, os.O_RDONLY)
     except OSError:
         return False  # none has ever trained in the background here
     waited = False
-    deadline = time.monotonic() + timeout
+    deadline = _waiting_since.setdefault(folder, time.monotonic()) + timeout
     try:
         while True:
             try:

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from assistant.cache import read_pickle, training, write_pickle
+from assistant.cache import adopted, hold_training, read_pickle, training, write_pickle
 
 if TYPE_CHECKING:
     from assistant.config import Settings
@@ -132,22 +132,33 @@ def start(folder: Path, flags: dict[str, Any], config: Path | None) -> bool:
     command += ["--folder", str(folder)]
     if config is not None:
         command += ["--config", str(config)]
-    pid = os.fork()
-    if pid == 0:  # the go-between: starts the refresher and ends, so init adopts it
-        code = 0
-        try:
-            subprocess.Popen(  # noqa: S603 - this interpreter and this module
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except BaseException:
-            code = 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    # The training lock is taken here and handed to the refresher (an flock belongs to the
+    # open file, which the refresher inherits): a command started the moment this one ends
+    # finds the training under way, though the refresher takes a moment to start.
+    held = hold_training(folder)
+    if held is not None:
+        command += ["--training-fd", str(held)]
+    try:
+        pid = os.fork()
+        if pid == 0:  # the go-between: starts the refresher and ends, so init adopts it
+            code = 0
+            try:
+                subprocess.Popen(  # noqa: S603 - this interpreter and this module
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                    close_fds=True,
+                    pass_fds=(held,) if held is not None else (),
+                )
+            except BaseException:
+                code = 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        if held is not None:
+            os.close(held)  # the refresher's copy holds the lock now (or nobody does)
     return os.waitstatus_to_exitcode(status) == 0
 
 
@@ -177,33 +188,49 @@ class _Opened:
         return cls(settings, topics, store, estimate_folder(store))
 
 
-def refresh(flags: dict[str, Any], config: Path | None = None, folder: Path | None = None) -> bool:
+def refresh(
+    flags: dict[str, Any],
+    config: Path | None = None,
+    folder: Path | None = None,
+    training_fd: int | None = None,
+) -> bool:
     """Rank the store for its current decisions and keep the queue `ranked` shows (with the
     trained model), then compute the estimate and keep it (as a `KeptEstimate` too); False when
     another refresher holds the lock. `folder`, the store's kept training as the starting
-    command knew it, lets the locks be taken before the store is opened: a command started
-    meanwhile then finds the training under way and waits for it."""
+    command knew it, lets the locks be taken before the store is opened; `training_fd`, the
+    training lock the starting command took and handed over (`start`), is held until the first
+    ranking is kept: a command started meanwhile finds the training under way and waits for it.
+    Writes that came after the last ranking started (a `start` then found this one running)
+    are ranked again, ROUNDS times at most; any later start another refresher."""
     from assistant import readcache
     from assistant.personal import store_ranking
 
+    handed = adopted(training_fd) if training_fd is not None else None
     opened: _Opened | None = _Opened.of(flags, config) if folder is None else None
     where = opened.folder if opened is not None else folder
     assert where is not None
+    ranked: Any = None  # the store's signature when it was last ranked
     with locked(where) as free:
         if not free:
+            if training_fd is not None:
+                os.close(training_fd)  # another refresher runs: the training lock is let go
             return False
-        for _ in range(ROUNDS):  # again while writes came meanwhile (a start then found us running)
-            with training(where):
+        for _ in range(ROUNDS):
+            with handed or training(where):
+                handed = None
                 opened = opened or _Opened.of(flags, config)
                 # The queue as `ranked` shows it, kept for the store as it is: the next reading
                 # command finds the model trained for these decisions, `ranked` its whole answer.
-                before = readcache.signature(opened.settings)
+                ranked = readcache.signature(opened.settings)
                 personal = store_ranking(opened.store, opened.topics, over_newer=False, wait=False)
-                readcache.ranked_queue(opened.settings, opened.store, tuple(opened.topics), personal, before)
+                readcache.ranked_queue(opened.settings, opened.store, tuple(opened.topics), personal, ranked)
             _estimate(opened)
-            if before is None or readcache.signature(opened.settings) == before:
+            if ranked is None or readcache.signature(opened.settings) == ranked:
                 break
             opened = None
+    if ranked is not None and opened is not None and readcache.signature(opened.settings) != ranked:
+        with contextlib.suppress(OSError):  # a write as this one let go: its start found it running
+            start(where, flags, config)
     return True
 
 
@@ -232,10 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flags", default="{}")
     parser.add_argument("--config", type=Path)
     parser.add_argument("--folder", type=Path)
+    parser.add_argument("--training-fd", type=int)
     args = parser.parse_args(argv)
     with contextlib.suppress(OSError):
         os.nice(NICENESS)
-    return 0 if refresh(json.loads(args.flags), args.config, args.folder) else 1
+    return 0 if refresh(json.loads(args.flags), args.config, args.folder, args.training_fd) else 1
 
 
 if __name__ == "__main__":

@@ -174,7 +174,7 @@ class ReadingLists:
             for start in range(0, len(members), RENAME_CHUNK):
                 key, by = shared_key(new), added_by_key(new)
                 chunk = members[start : start + RENAME_CHUNK]
-                writes = {pid: {key: True, by: who.get(pid), "touched": stamp} for pid in chunk}
+                writes = {pid: {key: True, by: who.get(pid) or None, "touched": stamp} for pid in chunk}
                 self.store.update_stored(writes)
         else:
             self._change(members, new, True)

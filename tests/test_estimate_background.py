@@ -251,3 +251,29 @@ def test_waiting_for_a_training_stops_when_it_ends_or_at_the_timeout(tmp_path: P
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     holder.kill()  # a holder killed midway lets go with its process
     holder.wait()
+
+
+def test_the_started_refresher_holds_the_training_lock_from_the_moment_start_returns(
+    decided: Path, monkeypatch: pytest.MonkeyPatch, trainings: list[str]
+) -> None:
+    import fcntl
+
+    from assistant.cache import TRAINING_LOCK, wait_for_training
+
+    run("ranked")
+    where = folder()
+    run("mark", *[pid for pid, _ in Store.open(load_settings()).iter_metadata()][20:21], "--accept")
+    monkeypatch.delenv(refresh.NO_BACKGROUND)
+    trainings.clear()
+    assert refresh.start(where, {"store": None, "agenda": None, "chroma_url": None}, None)
+    fd = os.open(where / TRAINING_LOCK, os.O_RDONLY)
+    try:  # taken by the starting process and handed over: no moment without it
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+    assert wait_for_training(where, timeout=120) is True  # until the refresher kept the queue
+    monkeypatch.setenv(refresh.NO_BACKGROUND, "1")
+    run("ranked")
+    run("show", *[pid for pid, _ in Store.open(load_settings()).iter_metadata()][20:21])
+    assert trainings == []  # both read what the refresher kept

@@ -461,3 +461,25 @@ def test_a_shared_list_deleted_by_someone_else_is_no_longer_shared_in_a_running_
     stored = alice.get_stored(ids=[one], include=["metadatas"])["metadatas"][0]
     assert stored.get("d:bob:list:rg") is True and not stored.get("lab:list:rg")
     assert "rg" not in {rl.name for rl in ReadingLists(alice).all()}
+
+
+def test_a_restored_record_naming_someone_no_user_name_can_be_is_a_located_error(
+    demo_store: Path, tmp_path: Path
+) -> None:
+    pid = next(pid for pid, _ in Store.open(load_settings()).iter_metadata())
+    triage(ME, "mark", pid, "--accept")
+    triage("bob", "mark", pid, "--reject")
+    backup = tmp_path / "lab.jsonl"
+    triage(ME, "export", "-f", "jsonl", "-o", str(backup))
+    good = backup.read_text().splitlines()[0]
+    hostile = json.loads(good)
+    hostile["paper"]["id"], hostile["paper"]["title"] = "arxiv:2501.09999", "Another paper"
+    hostile["people"] = {"ana:status": hostile["people"]["bob"]}  # would read back as ana's keys
+    backup.write_text(good + "\n" + json.dumps(hostile) + "\n")
+    fresh = ["--store", str(tmp_path / "restored")]
+    said = runner.invoke(app, ["--user", "carol", *fresh, "ingest", str(backup)], env={"COLUMNS": "200"})
+    text = " ".join(said.output.split())
+    assert f"{backup.name}:2: 'people' holds 'ana:status', which cannot name a person" in text
+    assert rows_in("bob", *fresh)[pid]["status"] == "rejected"  # the good record restored
+    stored = Store.open(load_settings(store=tmp_path / "restored")).people()
+    assert "ana:status" not in stored[1]

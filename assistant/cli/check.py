@@ -127,7 +127,7 @@ def check(
     if status or as_json or result.reached:
         _report(result.line(), result.as_json() | {"started": current.started}, as_json, result.left_out)
         return
-    n = result.drawn
+    n, made = result.drawn, 0
     while True:
         upcoming = current.next_papers(decisions)
         if not upcoming:
@@ -139,6 +139,7 @@ def check(
         if answer == "q":
             break
         decision = store.update_decision(pid, status=ANSWERS[answer])
+        made += 1
         decisions[pid] = (decision.status, decision.starred)
         current.record(pid)
         _save(store, current)
@@ -147,6 +148,8 @@ def check(
         if result.reached:
             break
     result = current.result(decisions)
+    if made:  # the queue is ranked for them in the background
+        state.rank_in_background()
     _report(result.line(), result.as_json() | {"started": current.started}, False, result.left_out)
 
 

@@ -302,6 +302,7 @@ def fetch(
         failed = not run_enrich("abstract", made, titles=True, retry=False).ok or failed
     new = sum(r.new for r in reports)
     if new:
+        state.rank_in_background()
         them = "it" if new == 1 else "them"
         err_console.print(
             f"[dim]{plural(new, 'new paper')}: 'triage tag' assesses {them} for the queue.[/dim]"

@@ -274,6 +274,8 @@ def run_llm_tag(
             err_console.print(
                 f"... and {len(report.failures) - 10} more ('triage tag --retry-failed' tries them again)"
             )
+    if report.done and (report.interrupted or report.failed or report.stalled or report.store_error):
+        state.rank_in_background()  # what was assessed before it stopped
     if report.interrupted:
         raise typer.Exit(130)
     if report.failed or report.stalled or report.store_error:

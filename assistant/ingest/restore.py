@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from assistant.config import PERSON_NAME
 from assistant.ingest.base import ParseResult
 from assistant.ingest.records import RecordError
 from assistant.lists import ListError, ReadingLists
@@ -171,13 +172,15 @@ def parse_full_record(record: dict[str, Any], notes: list[str] | None = None) ->
             if notes is not None:
                 notes.append(f"'embedding': {exc}; the vector is left out and the paper embedded")
     person = record.get("person")
-    if person is not None and (not isinstance(person, str) or not person.strip()):
-        raise RecordError("'person' must name the person whose decision the record holds")
+    if person is not None and not (isinstance(person, str) and PERSON_NAME.fullmatch(person)):
+        raise RecordError(f"'person' must name a person (as --user does), not {person!r}")
     raw_people = record.get("people") or {}
     if not isinstance(raw_people, dict):
         raise RecordError("'people' must be an object of person names and their decisions")
     people: dict[str, tuple[Decision, dict[str, str]]] = {}
     for who, held in raw_people.items():
+        if not PERSON_NAME.fullmatch(str(who)):
+            raise RecordError(f"'people' holds {who!r}, which cannot name a person (as --user does)")
         if not isinstance(held, dict) or not isinstance(held.get("decision"), dict):
             raise RecordError(f"'people.{who}' must be an object with a 'decision'")
         try:

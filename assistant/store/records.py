@@ -129,10 +129,12 @@ class Records(Connection):
     @contextmanager
     def acting_as(self, person: str) -> Iterator[View]:
         """Read and write as another of the store's people for a while (an export reading
-        everyone's decisions, a restore putting them back): their view, then this one's again."""
+        everyone's decisions, a restore putting them back): their decisions and lists, then this
+        one's again. Assessments read meanwhile are of this one's agenda. The view is the
+        store's: not for a store other threads use meanwhile."""
         mine = self.view
         first = self._people_record().get("first") or mine.person
-        self.view = View(person=person, first=first == person, shared=mine.shared)
+        self.view = View(person=person, first=first == person, shared=mine.shared, slot=mine.slot)
         try:
             yield self.view
         finally:
