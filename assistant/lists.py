@@ -91,9 +91,16 @@ class ReadingLists:
         return " ".join(name.split()) in self._load()
 
     def create(
-        self, name: str, description: str = "", *, exist_ok: bool = False, shared: bool = False
+        self,
+        name: str,
+        description: str = "",
+        *,
+        exist_ok: bool = False,
+        shared: bool = False,
+        created_by: str | None = None,
     ) -> ReadingList:
-        """Make a list: this person's own, or (`shared`) one every person of the store files into."""
+        """Make a list: this person's own, or (`shared`) one every person of the store files into
+        (made by this person, or by `created_by`: a restored one)."""
         name = check_name(name)
         lists = self._load()
         if name in lists:
@@ -106,7 +113,7 @@ class ReadingLists:
             name=name,
             description=description.strip(),
             shared=shared,
-            created_by=self.store.view.person if shared else None,
+            created_by=(created_by or self.store.view.person) if shared else None,
         )
         lists[name] = made
         self._save(made)

@@ -374,11 +374,15 @@ def test_a_jsonl_export_restores_everyones_decisions_each_to_its_person(
     triage("bob", "note", ids[3], "bob's note")
     triage("bob", "list", "create", "for the group", "--description", "what bob reads out")
     triage("bob", "list", "add", "for the group", ids[4])
+    triage(ME, "list", "create", "rg", "--shared", "--description", "the reading group")
+    triage("bob", "list", "add", "rg", ids[5])
+    triage(ME, "list", "add", "rg", ids[0])
     backup = tmp_path / "lab.jsonl"
     triage(ME, "export", "-f", "jsonl", "-o", str(backup))
     lines = {json.loads(line)["paper"]["id"]: json.loads(line) for line in backup.read_text().splitlines()}
     assert lines[ids[0]]["person"] == ME and set(lines[ids[0]]["people"]) == {"bob"}
-    assert "people" not in lines[ids[5]]  # nobody else holds anything on it
+    assert "people" not in lines[ids[5]]  # nobody else holds anything of their own on it
+    assert lines[ids[5]]["shared_lists"]["rg"]["added_by"] == "bob" and "rg" not in lines[ids[0]]["lists"]
 
     # Restored into a fresh store by someone else: each decision is its person's again.
     fresh = ["--store", str(tmp_path / "restored")]
@@ -403,6 +407,11 @@ def test_a_jsonl_export_restores_everyones_decisions_each_to_its_person(
     assert "for the group" not in triage(ME, *fresh, "list", "ls")
     people = Store.open(load_settings(store=tmp_path / "restored")).people()
     assert people[0] == "carol" and set(people[1]) == {"carol", ME, "bob"}
+    # The lab's shared list comes back shared, made by its maker, with who added each paper.
+    group = ReadingLists(Store.open(load_settings(store=tmp_path / "restored", user="carol")))
+    assert group.get("rg").shared and group.get("rg").created_by == ME
+    assert group.get("rg").description == "the reading group"
+    assert group.added_by("rg") == {ids[5]: "bob", ids[0]: ME}
     # Restoring it again changes nothing.
     triage("carol", *fresh, "ingest", str(backup))
     assert rows_in("bob", *fresh) == bobs and rows_in(ME, *fresh) == mine

@@ -207,9 +207,10 @@ def export(
 
 
 def everyones(context: ExportContext, ids: list[str]) -> ExportContext:
-    """The jsonl export's context in a store several people use: whose the decisions are, and
-    every other person's decision on these papers with their lists (a backup of the lab's
-    decisions, which the restore puts back each to its person)."""
+    """The jsonl export's context in a store several people use: whose the decisions are,
+    every other person's decision on these papers with their lists, and the shared lists with
+    who added each paper (a backup of the lab's decisions, which the restore puts back each to
+    its person)."""
     from dataclasses import replace
 
     from assistant.lists import ReadingLists
@@ -218,12 +219,13 @@ def everyones(context: ExportContext, ids: list[str]) -> ExportContext:
     me = store.view.person
     if set(store.people()[1]) <= {me}:
         return context
-    others = store.others_decisions(ids)
+    others, shared = store.lab_keys(ids)
     lists: dict[str, dict[str, str]] = {}
     for who in sorted({who for decided in others.values() for who in decided}):
         with store.acting_as(who):
-            lists[who] = {rl.name: rl.description for rl in ReadingLists(store).all()}
-    return replace(context, person=me, others=others, others_lists=lists)
+            lists[who] = {rl.name: rl.description for rl in ReadingLists(store).all() if not rl.shared}
+    made = {rl.name: (rl.description, rl.created_by) for rl in ReadingLists(store).all() if rl.shared}
+    return replace(context, person=me, others=others, others_lists=lists, shared=shared, shared_lists=made)
 
 
 def paper_score() -> Callable[[str, float | None], float] | None:

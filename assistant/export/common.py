@@ -33,6 +33,10 @@ class ExportContext:
     person: str | None = None
     others: Mapping[str, Mapping[str, Decision]] = field(default_factory=dict)
     others_lists: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The shared reading lists: per paper id, each one it is in and who added it; and each
+    # one's description and maker.
+    shared: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    shared_lists: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
 def split_name(name: str) -> Person:

@@ -8,9 +8,12 @@ From a store several people use (`assistant.store.people`), each line also names
 decision is (`person`: the one who exported) and holds every other person's decision on the
 paper with their lists, where they hold one:
 
-    "person": "ana", "people": {"ben": {"decision": {...}, "lists": {"to read": ""}}}
+    "person": "ana", "people": {"ben": {"decision": {...}, "lists": {"to read": ""}}},
+    "shared_lists": {"reading group": {"description": "...", "created_by": "ana", "added_by": "ben"}}
 
-so that the export restores everyone's decisions, each to its person.
+and the lab's shared lists the paper is in (`shared_lists`, with who added it; not among the
+exporter's own `lists`), so that the export restores everyone's decisions, each to its person,
+and the shared lists as shared.
 
 With vectors (`triage export -f jsonl --vectors`) each line also has `embedding`: the paper's
 stored vector, so that restoring the file embeds nothing:
@@ -70,6 +73,18 @@ def record(item: StoredPaper, context: ExportContext, vectors: Vectors | None = 
     data["lists"] = {name: context.lists.get(name, "") for name in item.decision.lists}
     if context.person is not None:
         data["person"] = context.person
+        shared = context.shared.get(item.paper.id, {})
+        if shared:  # the lab's lists, apart from the exporter's own
+            data["shared_lists"] = {
+                name: {
+                    "description": context.shared_lists.get(name, ("", None))[0],
+                    "created_by": context.shared_lists.get(name, ("", None))[1],
+                    "added_by": who or None,
+                }
+                for name, who in sorted(shared.items())
+            }
+            data["lists"] = {n: d for n, d in data["lists"].items() if n not in shared}
+            data["decision"]["lists"] = [n for n in data["decision"]["lists"] if n not in shared]
     others = context.others.get(item.paper.id)
     if others:
         data["people"] = {

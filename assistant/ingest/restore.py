@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,6 +41,9 @@ from assistant.ingest.records import RecordError
 from assistant.lists import ListError, ReadingLists
 from assistant.models import Assessment, Decision, Paper
 from assistant.store import Store
+from assistant.store.people import added_by_key, shared_key
+
+CHUNK = 1000  # papers read or written at a time when shared lists are restored
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,8 @@ class Restored:
     # other person's decision with their lists (name -> description).
     person: str | None = None
     people: dict[str, tuple[Decision, dict[str, str]]] = field(default_factory=dict)
+    # The lab's shared lists the paper is in: name -> (description, maker, who added it).
+    shared: dict[str, tuple[str, str | None, str | None]] = field(default_factory=dict)
 
 
 class RestoredPapers(list[Paper]):
@@ -188,7 +194,29 @@ def parse_full_record(record: dict[str, Any], notes: list[str] | None = None) ->
         except ValidationError as exc:
             raise _errors(exc, f"people.{who}.decision") from None
         people[str(who)] = (theirs, _lists(held.get("lists"), theirs, f"people.{who}.lists"))
-    return paper, Restored(decision, assessment, lists, added_at, vector, person, people)
+    shared = _shared_lists(record.get("shared_lists"))
+    if shared:  # the lab's lists are not the exporter's own
+        decision = decision.model_copy(update={"lists": [n for n in decision.lists if n not in shared]})
+        lists = {n: d for n, d in lists.items() if n not in shared}
+    return paper, Restored(decision, assessment, lists, added_at, vector, person, people, shared)
+
+
+def _shared_lists(raw: Any) -> dict[str, tuple[str, str | None, str | None]]:
+    """A record's `shared_lists`: name -> (description, maker, who added the paper)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise RecordError("'shared_lists' must be an object of shared list names")
+    out: dict[str, tuple[str, str | None, str | None]] = {}
+    for name, held in raw.items():
+        if not isinstance(held, dict):
+            raise RecordError(f"'shared_lists.{name}' must be an object")
+        people = [held.get("created_by"), held.get("added_by")]
+        for who in people:
+            if who is not None and not (isinstance(who, str) and PERSON_NAME.fullmatch(who)):
+                raise RecordError(f"'shared_lists.{name}' names {who!r}, which cannot name a person")
+        out[str(name)] = (str(held.get("description") or ""), people[0], people[1])
+    return out
 
 
 def _lists(raw: Any, decision: Decision, where: str) -> dict[str, str]:
@@ -295,7 +323,7 @@ def apply_restored(store: Store, restored: dict[str, Restored], ids: dict[str, s
     if others:
         store.add_people(others)
     problems: list[str] = []
-    changed: set[str] = set()
+    changed = _restore_shared(store, targets, problems)
     for who, decisions in by_person.items():
         with store.acting_as(who) if who != me else contextlib.nullcontext():
             changed |= _restore_decisions(store, decisions, problems)
@@ -340,5 +368,47 @@ def _restore_decisions(
         if decision != item.decision:
             merged[item.paper.id] = decision
     if merged:
-        store.set_decisions(merged)
+        # A whole decision writes every list it names: not the shared ones the paper is in
+        # already, whose keys say who added it (a decision only ever adds to lists).
+        shared = store.view.shared
+        store.set_decisions(
+            {
+                pid: d.model_copy(update={"lists": [n for n in d.lists if n not in shared]})
+                for pid, d in merged.items()
+            }
+        )
     return set(merged)
+
+
+def _restore_shared(store: Store, targets: dict[str, Restored], problems: list[str]) -> set[str]:
+    """Make the lab's shared lists the records name (as shared, with their makers) and put the
+    papers back in them with who added each; a paper already in one keeps its adder. The papers
+    that changed; a list that cannot be made shared (someone's own list has its name) is said in
+    `problems` and left out."""
+    wanted = {name: (d, maker) for s in targets.values() for name, (d, maker, _) in s.shared.items()}
+    if not wanted:
+        return set()
+    reading = ReadingLists(store)
+    made: set[str] = set()
+    for name, (description, maker) in sorted(wanted.items()):
+        try:
+            found = reading.create(name, description, exist_ok=True, shared=True, created_by=maker)
+            if not found.shared or found.name != name:
+                raise ListError(f"a reading list named {name!r} is not shared here: its papers are left out")
+            made.add(name)
+        except ListError as exc:
+            problems.append(str(exc))
+    ids = [pid for pid, s in targets.items() if any(n in made for n in s.shared)]
+    stamp = time.time()
+    writes: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(ids), CHUNK):
+        chunk = ids[start : start + CHUNK]
+        stored = store.get_stored(ids=chunk, include=["metadatas"])
+        for pid, meta in zip(stored["ids"], stored["metadatas"] or [], strict=True):
+            for name, (_, _, by) in targets[pid].shared.items():
+                if name in made and not (meta or {}).get(shared_key(name)):
+                    writes.setdefault(pid, {"touched": stamp})
+                    writes[pid] |= {shared_key(name): True, added_by_key(name): by}
+    for start in range(0, len(writes), CHUNK):
+        store.update_stored(dict(list(writes.items())[start : start + CHUNK]))
+    return set(writes)

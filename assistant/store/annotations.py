@@ -10,7 +10,7 @@ from typing import Any
 
 from assistant.errors import StoreError, is_read_only
 from assistant.models import Assessment, Decision, Status, now_utc
-from assistant.store.people import everyone, holds_something
+from assistant.store.people import ADDED_BY, SHARED_PREFIX, everyone, holds_something
 from assistant.store.reads import Reads
 from assistant.store.records import Records
 from assistant.store.schema import (
@@ -23,6 +23,9 @@ from assistant.store.schema import (
     decision_metadata,
     list_key,
 )
+
+# ({paper id: {person: decision}}, {paper id: {shared list: who added the paper}}): `lab_keys`
+LabKeys = tuple[dict[str, dict[str, Decision]], dict[str, dict[str, str]]]
 
 
 class Annotations(Reads, Records):
@@ -50,19 +53,29 @@ class Annotations(Reads, Records):
 
     # -- decisions (status, star, note, tags) ----------------------------------
 
-    def others_decisions(self, ids: Sequence[str]) -> dict[str, dict[str, Decision]]:
-        """Every other person's decision on these papers, where they hold one (a status, a
-        star, a note, tags, a list): {paper id: {person: decision}}, read from the stored keys."""
+    def lab_keys(
+        self, ids: Sequence[str]
+    ) -> tuple[dict[str, dict[str, Decision]], dict[str, dict[str, str]]]:
+        """What these papers' stored keys hold besides this person's view of them: every other
+        person's decision where they hold one (a status, a star, a note, tags, a list), and
+        each shared reading list a paper is in with who added it:
+        ({paper id: {person: decision}}, {paper id: {shared list: person}})."""
         first, _ = self.people()
         me = self.view.person
-        out: dict[str, dict[str, Decision]] = {}
+        decisions: dict[str, dict[str, Decision]] = {}
+        shared: dict[str, dict[str, str]] = {}
         for start in range(0, len(ids), self._batch):
             res = self.get_stored(ids=list(ids[start : start + self._batch]), include=["metadatas"])
             for pid, meta in zip(res["ids"], res["metadatas"] or [], strict=True):
-                for who, own in everyone(dict(meta or {}), first or me).items():
+                meta = dict(meta or {})
+                for who, own in everyone(meta, first or me).items():
                     if who != me and holds_something(own):
-                        out.setdefault(pid, {})[who] = decision_from(own)
-        return out
+                        decisions.setdefault(pid, {})[who] = decision_from(own)
+                for key, value in meta.items():
+                    if key.startswith(SHARED_PREFIX) and not key.endswith(ADDED_BY) and value:
+                        by = meta.get(key + ADDED_BY)
+                        shared.setdefault(pid, {})[key[len(SHARED_PREFIX) :]] = str(by or "")
+        return decisions, shared
 
     def set_decision(self, paper_id: str, decision: Decision) -> None:
         self.set_decisions({paper_id: decision})
