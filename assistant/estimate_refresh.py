@@ -210,6 +210,7 @@ def refresh(
     where = opened.folder if opened is not None else folder
     assert where is not None
     ranked: Any = None  # the store's signature when it was last ranked
+    settings: Settings | None = None
     with locked(where) as free:
         if not free:
             if training_fd is not None:
@@ -219,6 +220,7 @@ def refresh(
             with handed or training(where):
                 handed = None
                 opened = opened or _Opened.of(flags, config)
+                settings = opened.settings
                 # The queue as `ranked` shows it, kept for the store as it is: the next reading
                 # command finds the model trained for these decisions, `ranked` its whole answer.
                 ranked = readcache.signature(opened.settings)
@@ -228,7 +230,7 @@ def refresh(
             if ranked is None or readcache.signature(opened.settings) == ranked:
                 break
             opened = None
-    if ranked is not None and opened is not None and readcache.signature(opened.settings) != ranked:
+    if ranked is not None and settings is not None and readcache.signature(settings) != ranked:
         with contextlib.suppress(OSError):  # a write as this one let go: its start found it running
             start(where, flags, config)
     return True

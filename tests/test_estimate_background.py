@@ -22,6 +22,7 @@ from assistant.agenda import load_agenda
 from assistant.cache import training
 from assistant.cli import app
 from assistant.config import load_settings
+from assistant.models import Status
 from assistant.personal import estimate_folder, store_ranking
 from assistant.personal.state import Trained
 from assistant.store import Store
@@ -277,3 +278,25 @@ def test_the_started_refresher_holds_the_training_lock_from_the_moment_start_ret
     run("ranked")
     run("show", *[pid for pid, _ in Store.open(load_settings()).iter_metadata()][20:21])
     assert trainings == []  # both read what the refresher kept
+
+
+def test_a_write_as_the_refresher_ends_starts_another(
+    decided: Path, started: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run("ranked")
+    where = folder()
+    pid = [pid for pid, _ in Store.open(load_settings()).iter_metadata()][21]
+    estimate = refresh._estimate
+
+    def decided_meanwhile(opened: object) -> None:  # a mark lands while the estimate is made
+        estimate(opened)  # type: ignore[arg-type]
+        Store.open(load_settings()).update_decision(pid, status=Status.ACCEPTED)
+
+    monkeypatch.setattr(refresh, "_estimate", decided_meanwhile)
+    monkeypatch.setattr(refresh, "ROUNDS", 1)
+    before = len(started)
+    assert refresh.refresh({}, None, where) is True
+    assert started[before:] == [where]  # it was not ranked: another refresher is started for it
+    monkeypatch.setattr(refresh, "_estimate", estimate)
+    assert refresh.refresh({}, None, where) is True
+    assert len(started) == before + 1  # nothing new since: none
