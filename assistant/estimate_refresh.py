@@ -5,10 +5,11 @@ A write that changes what the queue is ranked from (`mark`, `ingest`, `tag`) sta
 as a detached, niced process (`start`): it trains the personal model for the store as it now
 is and keeps the queue `ranked` shows (`readcache.ranked_queue`), so the next reading command
 (`ranked`, `show`, `export`, seconds later) reads the training instead of making it (at 100k
-papers about half a second). While it trains it holds the store's training lock
-(`cache.training`, taken before it opens the store): a command that would train meanwhile
-waits for it (`cache.wait_for_training`, 30 s at most) and reads what it kept, rather than
-training the same on the other core. It then computes the estimate under the queue.
+papers about half a second). While it trains it holds the store's training lock (taken by the
+command that starts it and handed over, so there is no moment without it: `start`): a command
+that would train meanwhile waits for it (`cache.wait_for_training`, 30 s in all) and reads what
+it kept, rather than training the same on the other core. It then computes the estimate under
+the queue.
 
 `triage ranked` answers with the queue at once: the estimate under it costs five fold models
 re-solved after a decision and a scoring pass over every paper for each (most of the command's
@@ -23,7 +24,8 @@ not otherwise spend when it answers from the saved queue.
 One refresher runs at a time per store: it holds an advisory lock (`fcntl.flock`) on a file
 beside the kept training, which the kernel releases when the process ends, however it ends, so
 a crashed refresher never holds it. A write while one runs starts none; the running one ranks
-again when it finds the store changed since it began (ROUNDS at most). Every file it writes is
+again when it finds the store changed since it began (ROUNDS at most), and starts another if
+a write came as it used its last. Every file it writes is
 written atomically (a temporary file, then a rename), so a refresher killed midway leaves the
 last complete files. A refresher whose decisions changed again while it ran still writes what
 it computed, named by the training it was computed for, and leaves the newer training a command
