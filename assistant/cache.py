@@ -35,6 +35,12 @@ def cache_folder(path: Path) -> Path:
     return path.with_suffix("")
 
 
+def training_folder(location: str, cache_dir: Path | None = None) -> Path:
+    """Where the training kept for the store named `location` (its `cache_key`: this person's
+    view of it) is, with its estimate and its locks."""
+    return cache_folder(features_cache(location, cache_dir))
+
+
 # In the folder of a kept training: held by the background ranking while it trains
 # (`training`); a command that would train waits for it this long at most.
 TRAINING_LOCK = "training.lock"
@@ -48,10 +54,8 @@ def training(folder: Path) -> Iterator[bool]:
     written, and a command that would train the same waits for it (`wait_for_training`) and
     reads what it kept. Waits for a waiter's moment of checking; yields False (holding nothing)
     when the lock file cannot be made."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / TRAINING_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
+    fd = _training_lock(folder)
+    if fd is None:
         yield False
         return
     try:
@@ -65,10 +69,8 @@ def hold_training(folder: Path) -> int | None:
     """The store's training lock, taken now without waiting, as an open descriptor to hand to
     the process that will train (`adopted` there); None when it cannot be had (held, or no
     lock file)."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / TRAINING_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
+    fd = _training_lock(folder)
+    if fd is None:
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -76,6 +78,15 @@ def hold_training(folder: Path) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def _training_lock(folder: Path) -> int | None:
+    """The training lock's file, opened (made if need be); None when it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return os.open(folder / TRAINING_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None
 
 
 @contextmanager

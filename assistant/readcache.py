@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assistant import __version__
-from assistant.cache import cache_file, cache_folder, features_cache, read_pickle, write_pickle
+from assistant.cache import cache_file, features_cache, read_pickle, training_folder, write_pickle
 
 if TYPE_CHECKING:
     from assistant.config import Settings
@@ -264,6 +264,6 @@ def ranked_queue(
         trained = personal.ranking.trained
         if before is not None and trained is not None and trained.key:
             # Which training the queue came from, and where its estimate is kept, saved with the answer.
-            queue.trained = (trained.key, str(cache_folder(features_cache(store.cache_key))))
+            queue.trained = (trained.key, str(training_folder(store.cache_key)))
         save(settings, "ranked", topics, queue, before, depends=[features_cache(store.data_key)])
     return queue

@@ -145,11 +145,11 @@ class State:
         nothing between commands."""
         if self._store is None or not self.settings.local_store:
             return
-        from assistant.cache import cache_folder, features_cache
+        from assistant.cache import training_folder
         from assistant.estimate_refresh import start
 
         with contextlib.suppress(OSError):  # not started: the next command trains itself
-            start(cache_folder(features_cache(self._store.cache_key)), self.flags, self.config_file)
+            start(training_folder(self._store.cache_key), self.flags, self.config_file)
 
     def stale(self, items: Sequence[StoredPaper]) -> set[str]:
         """Ids of the papers whose assessment predates the agenda, prompts or paper text

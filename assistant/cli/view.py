@@ -166,12 +166,11 @@ def assessed_queue() -> RankedQueue:
     except TriageError:
         topics = ()
     queue = readcache.load(settings, "ranked", topics) if settings.store_exists else None
-    store = state.store if queue is None else None
-    if store is not None and settings.local_store:
-        from assistant.cache import cache_folder, features_cache, wait_for_training
+    if queue is None and settings.local_store:
+        from assistant.cache import training_folder, wait_for_training
 
         # The background ranking a write started, under way: its answer, once it is kept.
-        if wait_for_training(cache_folder(features_cache(store.cache_key))):
+        if wait_for_training(training_folder(state.store.cache_key)):
             queue = readcache.load(settings, "ranked", topics)
     if isinstance(queue, readcache.RankedQueue):
         for note in queue.notes:

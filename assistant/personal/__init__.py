@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from assistant.cache import cache_folder, features_cache, no_collection, wait_for_training
+from assistant.cache import no_collection, training_folder, wait_for_training
 from assistant.index import Row
 from assistant.personal.features import TextFeatures
 from assistant.personal.model import Fit
@@ -106,4 +106,4 @@ def store_ranking(
 
 def estimate_folder(store: Store, cache_dir: Path | None = None) -> Path:
     """The folder of the store's kept training and estimate (beside its text features)."""
-    return cache_folder(features_cache(store.cache_key, cache_dir))
+    return training_folder(store.cache_key, cache_dir)
