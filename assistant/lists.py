@@ -8,7 +8,6 @@ lists, or filing the same paper into two lists, at once lose nothing.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -17,16 +16,13 @@ from pydantic import BaseModel, Field
 from assistant.errors import TriageError
 from assistant.models import now_utc
 from assistant.store import Store, list_key
-from assistant.store.people import ADDED_BY, SHARED_LIST_RECORD, View, added_by_key, shared_key
+from assistant.store.people import ADDED_BY, SHARED_LIST_RECORD, View, added_by_key
 
 MAX_NAME = 80
 
 
 class ListError(TriageError):
     """A reading list that does not exist, already exists, or has an unusable name."""
-
-
-RENAME_CHUNK = 1000  # members written at a time when a shared list is renamed
 
 
 class ReadingList(BaseModel):
@@ -177,12 +173,8 @@ class ReadingLists:
         # every paper is still in one of the two.
         self._save(renamed)
         if renamed.shared:  # each paper keeps who added it
-            who, stamp = self.added_by(old), time.time()
-            for start in range(0, len(members), RENAME_CHUNK):
-                key, by = shared_key(new), added_by_key(new)
-                chunk = members[start : start + RENAME_CHUNK]
-                writes = {pid: {key: True, by: who.get(pid) or None, "touched": stamp} for pid in chunk}
-                self.store.update_stored(writes)
+            who = self.added_by(old)
+            self.store.set_shared_memberships({pid: {new: who.get(pid) or None} for pid in members})
         else:
             self._change(members, new, True)
         self._change(members, old, False)

@@ -75,12 +75,9 @@ def record(item: StoredPaper, context: ExportContext, vectors: Vectors | None = 
         data["person"] = context.person
         shared = context.shared.get(item.paper.id, {})
         if shared:  # the lab's lists, apart from the exporter's own
+            made = {name: context.shared_lists.get(name, ("", None)) for name in shared}
             data["shared_lists"] = {
-                name: {
-                    "description": context.shared_lists.get(name, ("", None))[0],
-                    "created_by": context.shared_lists.get(name, ("", None))[1],
-                    "added_by": who or None,
-                }
+                name: {"description": made[name][0], "created_by": made[name][1], "added_by": who or None}
                 for name, who in sorted(shared.items())
             }
             data["lists"] = {n: d for n, d in data["lists"].items() if n not in shared}

@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,9 +40,9 @@ from assistant.ingest.records import RecordError
 from assistant.lists import ListError, ReadingLists
 from assistant.models import Assessment, Decision, Paper
 from assistant.store import Store
-from assistant.store.people import added_by_key, shared_key
+from assistant.store.people import shared_key
 
-CHUNK = 1000  # papers read or written at a time when shared lists are restored
+CHUNK = 1000  # papers read at a time when shared lists are restored
 
 
 @dataclass(frozen=True)
@@ -399,16 +398,13 @@ def _restore_shared(store: Store, targets: dict[str, Restored], problems: list[s
         except ListError as exc:
             problems.append(str(exc))
     ids = [pid for pid, s in targets.items() if any(n in made for n in s.shared)]
-    stamp = time.time()
-    writes: dict[str, dict[str, Any]] = {}
+    added: dict[str, dict[str, str | None]] = {}
     for start in range(0, len(ids), CHUNK):
         chunk = ids[start : start + CHUNK]
         stored = store.get_stored(ids=chunk, include=["metadatas"])
         for pid, meta in zip(stored["ids"], stored["metadatas"] or [], strict=True):
             for name, (_, _, by) in targets[pid].shared.items():
                 if name in made and not (meta or {}).get(shared_key(name)):
-                    writes.setdefault(pid, {"touched": stamp})
-                    writes[pid] |= {shared_key(name): True, added_by_key(name): by}
-    for start in range(0, len(writes), CHUNK):
-        store.update_stored(dict(list(writes.items())[start : start + CHUNK]))
-    return set(writes)
+                    added.setdefault(pid, {})[name] = by
+    store.set_shared_memberships(added)
+    return set(added)

@@ -10,7 +10,14 @@ from typing import Any
 
 from assistant.errors import StoreError, is_read_only
 from assistant.models import Assessment, Decision, Status, now_utc
-from assistant.store.people import ADDED_BY, SHARED_PREFIX, everyone, holds_something
+from assistant.store.people import (
+    ADDED_BY,
+    SHARED_PREFIX,
+    added_by_key,
+    everyone,
+    holds_something,
+    shared_key,
+)
 from assistant.store.reads import Reads
 from assistant.store.records import Records
 from assistant.store.schema import (
@@ -53,9 +60,7 @@ class Annotations(Reads, Records):
 
     # -- decisions (status, star, note, tags) ----------------------------------
 
-    def lab_keys(
-        self, ids: Sequence[str]
-    ) -> tuple[dict[str, dict[str, Decision]], dict[str, dict[str, str]]]:
+    def lab_keys(self, ids: Sequence[str]) -> LabKeys:
         """What these papers' stored keys hold besides this person's view of them: every other
         person's decision where they hold one (a status, a star, a note, tags, a list), and
         each shared reading list a paper is in with who added it:
@@ -117,6 +122,20 @@ class Annotations(Reads, Records):
             writes[pid] = {list_key(n): True if member else None for n, member in names.items()}
             writes[pid]["touched"] = stamp
         self._write(writes)
+
+    def set_shared_memberships(self, added: dict[str, dict[str, str | None]]) -> None:
+        """Put papers in shared reading lists as someone else added them (a renamed list, a
+        restored one): {paper id: {shared list: who added it}}, written as stored, not through
+        this person's view (which would name this person as the one who added them)."""
+        stamp = time.time()
+        writes: dict[str, dict[str, Any]] = {}
+        for pid, names in added.items():
+            writes[pid] = {"touched": stamp}
+            for name, by in names.items():
+                writes[pid] |= {shared_key(name): True, added_by_key(name): by}
+        ids = list(writes)
+        for start in range(0, len(ids), self._batch):
+            self.update_stored({pid: writes[pid] for pid in ids[start : start + self._batch]})
 
     def _convert_lists(self) -> None:
         """Move a store made before per-list keys to them: one record per list definition, one
