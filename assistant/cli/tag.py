@@ -146,6 +146,7 @@ def run_llm_tag(
     force: bool,
     retry_failed: bool,
     examples: int = 0,
+    rank_after: bool = False,  # start the background ranking for what it assessed (daily ranks itself)
 ) -> RunReport | None:
     import asyncio
 
@@ -274,8 +275,8 @@ def run_llm_tag(
             err_console.print(
                 f"... and {len(report.failures) - 10} more ('triage tag --retry-failed' tries them again)"
             )
-    if report.done and (report.interrupted or report.failed or report.stalled or report.store_error):
-        state.rank_in_background()  # what was assessed before it stopped
+    if rank_after and report.done:  # what was assessed, if the run stopped midway too
+        state.rank_in_background()
     if report.interrupted:
         raise typer.Exit(130)
     if report.failed or report.stalled or report.store_error:
@@ -335,7 +336,7 @@ def tag(
         if run_offline_tag(force, limit).assessed:
             state.rank_in_background()
         return
-    report = run_llm_tag(
+    run_llm_tag(
         model=model or settings.model or DEFAULT_MODEL,
         mode=mode.value,
         concurrency=concurrency,
@@ -347,6 +348,5 @@ def tag(
         force=force,
         retry_failed=retry_failed,
         examples=settings.examples if examples is None else examples,
+        rank_after=True,
     )
-    if report is not None and report.done:
-        state.rank_in_background()
