@@ -697,6 +697,82 @@ def test_after_a_decision_the_cursor_lands_on_the_best_undecided_paper_of_the_ne
     drive(app, script)
 
 
+def test_a_new_ranking_waits_for_the_keys_to_pause(
+    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model retrains after decisions while the researcher moves on: the ranking it makes
+    does not re-sort the queue under the cursor (nor keep a key waiting on the re-sort) while
+    keys come; once they pause, it does."""
+    from assistant.tui import workers
+
+    monkeypatch.setattr(workers, "RESORT_AFTER_KEYS", 1.5)  # longer than any gap between keys here
+    app = make_app(assessed, tmp_path)
+    wanted = about_knowledge(assessed)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        app.schedule_retrain = lambda: None  # type: ignore[method-assign]
+        for _ in range(10):
+            pid = app.current_id()
+            assert pid is not None
+            await pilot.press("a" if pid in wanted else "x")
+        del app.schedule_retrain
+        before, order = app.ranking, list(app.shown)
+        app.schedule_retrain()
+        moves = 0
+        while app._held_ranking is None:  # until the retrain is done (and held)
+            await pilot.press("j" if moves % 2 == 0 else "k")
+            await pilot.pause(0.1)
+            moves += 1
+            assert moves < 100, "the retrain never finished"
+        for n in range(4):
+            await pilot.press("j" if n % 2 == 0 else "k")
+            await pilot.pause(0.1)
+            assert app.ranking is before and app.shown == order
+        await settle(pilot)
+        assert app.ranking is not before and app.ranking is not None
+        assert app.ranking.fit.decided == 10
+
+    drive(app, script)
+
+
+def test_the_garbage_collector_runs_between_keys_not_in_them(
+    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python's collector fell inside keys (at 100k papers up to 15 ms of a re-sort's ~50): it
+    runs once the keys pause, none while they come, and is back on when the UI closes."""
+    import gc
+
+    from assistant.tui import collector
+
+    monkeypatch.setattr(collector, "IDLE", 1.5)  # longer than any gap between keys here
+    app = make_app(assessed, tmp_path)
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        assert not gc.isenabled()
+        gc.callbacks.append(seen)
+        try:
+            garbage = [[] for _ in range(5000)]  # far past the young generation's threshold
+            for n in range(8):
+                await pilot.press("j" if n % 2 == 0 else "k")
+                await pilot.pause(0.05)
+            assert collections == [], "a collection ran while keys came"
+            await pilot.pause(2.0)
+            assert collections, "nothing was collected once the keys paused"
+            assert gc.get_count()[0] < len(garbage)
+        finally:
+            gc.callbacks.remove(seen)
+
+    drive(app, script)
+    assert gc.isenabled()
+
+
 def test_an_empty_store_says_how_to_fill_it(tmp_path: Path) -> None:
     from assistant.config import load_settings
 

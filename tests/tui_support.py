@@ -122,7 +122,7 @@ async def settle(pilot: Pilot[None]) -> None:
         await complete(pilot)
         await pilot.pause()
     for _ in range(50):
-        if not getattr(pilot.app, "_retrain_pending", False):
+        if not getattr(pilot.app, "ranking_outstanding", False):
             break
         await pilot.pause(0.1)
         await complete(pilot)

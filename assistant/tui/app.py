@@ -8,6 +8,7 @@ does lives in the parts it is composed of (see the map in assistant/tui/__init__
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +25,7 @@ from textual.worker import Worker, WorkerState
 from assistant.index import QueueIndex, Sort
 from assistant.selection import Selection
 from assistant.tui.actions import Decisions
+from assistant.tui.collector import CHECK_EVERY
 from assistant.tui.dialogs import help_rows
 from assistant.tui.navigation import Navigation
 from assistant.tui.screens import HelpScreen, SearchBar
@@ -42,6 +44,10 @@ class QueueScreen(Screen[None]):
     a widget whose look depends on the focus redraws itself."""
 
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+
+
+# What the researcher does that a re-sort of the queue would disturb (a mouse merely moved is not).
+ACTIVE_INPUT = (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)
 
 
 class ReviewApp(Decisions, Navigation):
@@ -120,6 +126,8 @@ class ReviewApp(Decisions, Navigation):
         else:
             self.start()
         self.set_interval(self.refresh_every, self.tick)
+        self._collector.start()
+        self.set_interval(CHECK_EVERY, lambda: self._collector.tick(self.last_input))
 
     def open_index(self) -> None:
         """Read the whole index after a first screen painted from its first rows; the table
@@ -191,6 +199,7 @@ class ReviewApp(Decisions, Navigation):
         self.exit(message=f"{what} not saved ({why}): {where}.")
 
     def on_unmount(self) -> None:
+        self._collector.stop()
         if self._trainer is not None:
             self._trainer.close()
         if self.index.built:
@@ -221,6 +230,8 @@ class ReviewApp(Decisions, Navigation):
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if not event.data_table.is_attached:  # the UI closed after the cursor moved (a re-sort)
+            return
         if not self.table.exhausted and event.cursor_row >= len(self.shown) - PREFETCH:
             self.table.load_more()
         self.show_detail()
@@ -229,6 +240,11 @@ class ReviewApp(Decisions, Navigation):
     def action_toggle_detail(self) -> None:
         """Enter: the detail pane alone (the way to read it in a narrow terminal), or back."""
         self.screen.toggle_class("-detail-only")
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, ACTIVE_INPUT):  # a new ranking waits for the keys to pause
+            self.last_input = time.monotonic()
+        await super().on_event(event)
 
     def on_resize(self, event: events.Resize) -> None:
         self.fit(event.size.width)

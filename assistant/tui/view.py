@@ -30,6 +30,7 @@ from assistant.selection import Selection
 from assistant.store import Store
 from assistant.triage.keys import is_stale
 from assistant.triage.prompts import Prompts, load_prompts
+from assistant.tui.collector import IdleCollector
 from assistant.tui.dialogs import guarded
 from assistant.tui.screens import ErrorScreen
 from assistant.tui.state import UNDECIDED, DecisionChange, Deletion, Unsaved
@@ -110,6 +111,12 @@ class QueueView(App[None]):
         self.texts: TextFeatures | None = None
         self._retrain_timer: Any = None
         self._retrain_pending = False
+        # When a key (or a click) last came (time.monotonic()), and a ranking made meanwhile that
+        # waits for the keys to pause before it re-sorts the queue (`Workers._ranked`).
+        self.last_input = 0.0
+        self._held_ranking: tuple[Ranking, dict[Sort, list[str]], int, list[str]] | None = None
+        self._held_timer: Any = None
+        self._collector = IdleCollector()  # the garbage collector runs between keys
         self._texts_lock = threading.Lock()
         self._features: FeatureCache | None = None
         self._trained: Trained | None = None  # the training kept on disk, once read

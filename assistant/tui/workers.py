@@ -9,6 +9,7 @@ turns a failure into an error modal.
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,9 @@ RETRAIN_AFTER = 0.4  # seconds after the last decision before the personal model
 # From this many papers the personal model trains in a process of its own (a retrain holds the
 # interpreter long enough to be felt); below, in a thread of the UI's (~0.1 s at 5k papers).
 APART_FROM = 5_000
+# A new ranking re-sorts the queue once the keys have paused this long (seconds): a researcher
+# moving through the queue does not see it re-sort under the cursor, nor wait on the re-sort.
+RESORT_AFTER_KEYS = 0.4
 
 
 def trains_apart(papers: int) -> bool:
@@ -245,7 +249,30 @@ class Workers(QueueView):
                 pass  # only a cache: the next opening trains again
         return ranking
 
+    @property
+    def ranking_outstanding(self) -> bool:
+        """A retrain is scheduled or under way, or its ranking waits for the keys to pause."""
+        return self._retrain_pending or self._held_ranking is not None
+
     def _ranked(
+        self, ranking: Ranking, orders: dict[Sort, list[str]], version: int, notes: list[str]
+    ) -> None:
+        """A ranking the personal model made: put in place now, or once the keys pause."""
+        wait = self.last_input + RESORT_AFTER_KEYS - time.monotonic()
+        if wait > 0:
+            self._held_ranking = (ranking, orders, version, notes)  # a newer one replaces it
+            if self._held_timer is None:
+                self._held_timer = self.set_timer(wait, self._install_held)
+            return
+        self._held_ranking = None
+        self._install_ranking(ranking, orders, version, notes)
+
+    def _install_held(self) -> None:
+        self._held_timer = None
+        if self._held_ranking is not None:
+            self._ranked(*self._held_ranking)
+
+    def _install_ranking(
         self, ranking: Ranking, orders: dict[Sort, list[str]], version: int, notes: list[str]
     ) -> None:
         if version != self.index.version and self._retrain_pending:
