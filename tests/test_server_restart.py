@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from tui_support import drive, fill, make_app, reopen, settle
+from tui_support import detail_text, drive, fill, make_app, reopen, settle
 
 from assistant.config import Settings, load_settings
 from assistant.models import Status
@@ -172,10 +172,10 @@ def test_a_quit_while_the_server_is_down_keeps_the_changes_for_the_next_session(
                 want[pid] = status
             else:
                 seen["starred"] = pid
-        seen["file"] = app.recovery_file
         await pilot.press("q")
 
     drive(app, script)
+    seen["file"] = app.recovery_file  # made once the writes behind the keys failed
     said = "".join(capsys.readouterr().err.splitlines())  # printed as the UI closes
     assert "2 papers' changes were not saved (the Chroma server at" in said, said
     assert f"kept in {seen['file']}; the next 'triage review' of this store saves them" in said, said
@@ -196,6 +196,45 @@ def test_a_quit_while_the_server_is_down_keeps_the_changes_for_the_next_session(
     assert decided(lab) == want
     assert reopen(lab).get(seen["starred"]).decision.starred  # type: ignore[union-attr]
     assert not seen["file"].with_name(seen["file"].stem + ".changes.json").exists()
+
+
+def test_on_a_busy_server_a_decision_waits_neither_on_its_write_nor_on_the_next_papers_read(
+    server: Server, lab: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lab's server busy with everyone's work answers a read or a decision's write in 0.8 s
+    here: the decision is written behind the key, and the paper it moves to was read ahead
+    while the researcher read the one before, so the key waits on neither."""
+    slow = 0.8
+    get_many, write = Store.get_many, Store.set_decision_fields
+
+    def busy_read(store: Store, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(slow)
+        return get_many(store, *args, **kwargs)
+
+    def busy_write(store: Store, *args: Any, **kwargs: Any) -> None:
+        time.sleep(slow)
+        write(store, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "get_many", busy_read)
+    monkeypatch.setattr(Store, "set_decision_fields", busy_write)
+    app = make_app(lab, tmp_path, refresh=REFRESH)
+    want: dict[str, Status] = {}
+    took: list[float] = []
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        for key, status in (("a", Status.ACCEPTED), ("x", Status.REJECTED), ("a", Status.ACCEPTED)):
+            await pilot.pause(2 * slow)  # reading the paper: the next ones are read meanwhile
+            pid, seconds = await press(pilot, key)
+            want[pid] = status
+            took.append(seconds)
+            current = app.current_id()
+            assert current is not None and app.index.rows[current].title[:30] in detail_text(app)
+        await settle(pilot)
+
+    drive(app, script)
+    assert decided(lab) == want
+    assert max(took) < slow, took
 
 
 def test_the_changes_files_are_where_the_recovery_files_are() -> None:

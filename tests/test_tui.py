@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.pilot import Pilot
@@ -771,6 +772,57 @@ def test_the_garbage_collector_runs_between_keys_not_in_them(
 
     drive(app, script)
     assert gc.isenabled()
+
+
+def test_a_decision_does_not_wait_on_the_store_and_its_write_lands_in_order(
+    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store slow to write (a lab's server busy with everyone's work; here each decision's
+    write takes 1 s): the key moves on at once; the decided row and its detail say so while
+    the write is under way, and a refresh meanwhile does not bring the paper back as it was; an
+    undo pressed at once lands after the decision it undoes; a quit waits for the writes."""
+    import time
+
+    slow = 1.0
+    write = Store.set_decision_fields
+
+    def busy(store: Store, *args: Any, **kwargs: Any) -> None:
+        time.sleep(slow)
+        write(store, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "set_decision_fields", busy)
+    app = make_app(assessed, tmp_path, refresh=0.2)
+    decided: dict[str, Status] = {}
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        first = app.current_id()
+        assert first is not None
+        started = time.perf_counter()
+        await pilot.press("a")
+        assert time.perf_counter() - started < 0.8 * slow, "the key waited on the write"
+        assert app.current_id() != first
+        await pilot.press("k")
+        await pilot.pause(0.6)  # refreshes read the store, where the paper is still undecided
+        assert app.current_id() == first
+        assert app.index.rows[first].status is Status.ACCEPTED
+        assert "accepted" in detail_text(app)
+        assert reopen(assessed).get(first).decision.status is Status.NEW  # type: ignore[union-attr]
+        await pilot.press("x")  # rejected instead, and at once undone: back to accepted
+        await pilot.press("u")
+        decided[first] = Status.ACCEPTED
+        await settle(pilot)
+        assert app.index.rows[first].status is Status.ACCEPTED
+        await pilot.press("j")
+        last = app.current_id()
+        assert last is not None and last != first
+        await pilot.press("m")
+        decided[last] = Status.MAYBE
+        await pilot.press("q")  # while the maybe is being written
+
+    drive(app, script)
+    store = reopen(assessed)
+    assert {pid: store.get(pid).decision.status for pid in decided} == decided  # type: ignore[union-attr]
 
 
 def test_an_empty_store_says_how_to_fill_it(tmp_path: Path) -> None:

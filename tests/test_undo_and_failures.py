@@ -213,7 +213,10 @@ def test_decisions_after_the_store_is_removed_are_kept_and_recoverable(
         app.table.move_cursor(row=app.shown.index(ids[1]))
         await pilot.pause()
         await pilot.press("x")
-        await pilot.pause()
+        for _ in range(100):  # the write behind the key fails, and the change is kept
+            if app.unsaved:
+                break
+            await pilot.pause(0.05)
         text = status_line(app)
         assert text.startswith(
             f"not saved: the store at {assessed.store_location} was removed or is read-only; "
@@ -267,7 +270,7 @@ def test_a_refused_change_is_retried_on_the_next_change(
             patch.setattr(Collection, "update", refuse)
             patch.setattr(Pending, "append", refuse_queue)
             await pilot.press("m")
-            await pilot.pause()
+            await settle(pilot)  # the write behind the key is refused, and the change kept
             assert status_line(app).startswith("not saved: the store at")
             assert ids[0] in app.unsaved
         ReadingLists(reopen(assessed)).create("Later")

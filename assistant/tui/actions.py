@@ -1,8 +1,9 @@
 """The keys that change papers: decide (a, x, m), star, undo, delete, tags, note, lists,
 and open the link.
 
-Each writes through `Saving.save` (a change the store refuses is kept, not lost) and
-remembers what `u` undoes. Dialogs return their result to a callback here.
+Each writes through `Saving.save` (a decision: `Saving.save_behind`, off the UI thread; a change
+the store refuses is kept, not lost) and remembers what `u` undoes. Dialogs return their
+result to a callback here.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Decisions(Saving, Workers):
             raise RuntimeError(f"paper {pid} is no longer in the store")
         decision = before.decision.model_copy(update={**changes, "decided_at": now_utc()})
         changed = before.model_copy(update={"decision": decision})
-        self.save(changed, set(changes))
+        self.save_behind(changed, set(changes))
         self._written[pid] = time.time()
         self.undo_stack.append(DecisionChange(pid, before.decision, tuple(changes)))
         self.sticky.add(pid)
@@ -131,6 +132,7 @@ class Decisions(Saving, Workers):
         records = self.store.records(ids)  # everything, the vector included, for the undo
         if not records:
             return  # deleted meanwhile (by another process)
+        self.flush_writes()  # a change still being written lands before the paper goes
         self.store.delete_papers(ids)
         self.undo_stack.append(Deletion(records))
         now = time.time()
@@ -153,6 +155,7 @@ class Decisions(Saving, Workers):
 
     def restore(self, deletion: Deletion) -> None:
         """Undo a delete: the papers come back whole, and the first is highlighted."""
+        self.flush_writes()
         restored = self.store.restore_records(deletion.records)
         ids = [r.id for r in deletion.records]
         now = time.time()

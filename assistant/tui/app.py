@@ -175,6 +175,7 @@ class ReviewApp(Decisions, Navigation):
 
     async def action_quit(self) -> None:
         """q: quit; changes still not saved are said on the way out, with where they are kept."""
+        self.flush_writes()
         if self.unsaved and not self.server_down:
             try:
                 with self._write_lock:
@@ -200,6 +201,7 @@ class ReviewApp(Decisions, Navigation):
 
     def on_unmount(self) -> None:
         self._collector.stop()
+        self.flush_writes(ui=False)  # a close other than q's: decisions being written land or are kept
         if self._trainer is not None:
             self._trainer.close()
         if self.index.built:

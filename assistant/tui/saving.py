@@ -6,14 +6,20 @@ change a Chroma server cannot take (stopped, restarting: `ServerUnreachableError
 same way; while the server is known to be down no key waits on it (the change is kept at once)
 and the periodic refresh tries the kept changes again (`retry_kept`), so they are saved when it
 answers even if the researcher presses nothing more.
+
+A decision is written behind its key (`save_behind`): a thread writes the changes in the order
+the keys made them while the UI moves on; the writes that must follow them (an undo, a list, a
+delete, a quit) wait for them first (`flush_writes`), and one that fails is kept as above.
 """
 
 from __future__ import annotations
 
+import queue
 import time
 from dataclasses import replace
 
 from textual import work
+from textual.message import Message
 
 from assistant.errors import (
     DiskFullError,
@@ -43,6 +49,10 @@ def decided_row(old: Row, item: StoredPaper) -> Row:
     )
 
 
+class WritesLanded(Message):
+    """The writer thread wrote changes the keys made, or could not (`Saving.save_behind`)."""
+
+
 class Saving(QueueView):
     """Writes changes to papers, keeps the ones the store refuses or cannot take (a server
     down), and retries them."""
@@ -51,6 +61,10 @@ class Saving(QueueView):
         """The paper as this session knows it: its change kept in the session, else the detail
         pane's copy (read when it was highlighted, re-read when a refresh sees it written:
         current enough to rebuild its row from), else the store's."""
+        with self._behind_lock:
+            behind = self._behind.get(pid)
+        if behind is not None:  # a change still being written
+            return behind
         kept = self.unsaved[pid].item if pid in self.unsaved else self._detail_item
         if kept is not None and kept.paper.id == pid:
             return kept
@@ -94,7 +108,7 @@ class Saving(QueueView):
         in this session (the row says "not saved"), written to the recovery file, and tried
         again with the next change (a server's: by the refresh once it answers). Returns
         whether it was saved; errors of other kinds are raised."""
-        pid = item.paper.id
+        self.flush_writes()  # the changes written behind the keys land first
         try:
             if self.server_down:  # no key waits on a server known to be down: the tick retries
                 raise ServerUnreachableError(str(self.server_down))
@@ -105,18 +119,116 @@ class Saving(QueueView):
             reason = self._refused(exc)
             if reason is None:
                 raise
-            old = self.unsaved.get(pid)
-            self.unsaved[pid] = Unsaved(
-                item,
-                (old.fields if old else set()) | fields,
-                {**(old.lists if old else {}), **(lists or {})},
-                (old.whole if old else True) and pid not in self._row_only,
-            )
-            self._keep(reason)
-            if isinstance(exc, ServerUnreachableError):
-                self.went_down(exc)
+            self._keep_unsaved(item, fields, lists or {}, exc, reason)
             return False
         return True
+
+    def _keep_unsaved(
+        self,
+        item: StoredPaper,
+        fields: set[str],
+        lists: dict[str, bool],
+        exc: Exception,
+        reason: str,
+        ui: bool = True,
+    ) -> None:
+        """Keep a change the store did not take, with what was kept of the paper before (`ui`:
+        and say so; False as the UI closes, its widgets gone: the recovery file alone)."""
+        pid = item.paper.id
+        old = self.unsaved.get(pid)
+        self.unsaved[pid] = Unsaved(
+            item,
+            (old.fields if old else set()) | fields,
+            {**(old.lists if old else {}), **lists},
+            (old.whole if old else True) and pid not in self._row_only,
+        )
+        self._keep(reason, ui)
+        if ui and isinstance(exc, ServerUnreachableError):
+            self.went_down(exc)
+
+    # -- writing behind the keys -----------------------------------------------------------
+
+    def save_behind(self, item: StoredPaper, fields: set[str]) -> None:
+        """Write a change to a paper's decision off the UI thread, in the order the keys made
+        them: a key does not wait on the store (a lab's server busy with everyone's work,
+        another process holding the store's writer lock). Until the write lands, this session
+        shows the change (`latest`, the detail pane) and a refresh does not bring the paper back
+        as it was. While changes are kept (the store refused one, its server is down) the change
+        goes the way `save` takes, at once; a write behind that fails is kept the same way (its
+        row says "not saved"), and the writes queued after it are kept with it, in order."""
+        with self._behind_lock:
+            behind = not (self.unsaved or self.server_down or self._behind_failed is not None)
+            if behind:
+                self._behind[item.paper.id] = item
+                self._behind_queue.put((item, frozenset(fields)))
+                start, self._writer_running = not self._writer_running, True
+        if not behind:
+            self.save(item, fields)
+        elif start:
+            self._write_behind()
+
+    @work(thread=True, group="writer")
+    def _write_behind(self) -> None:
+        while True:
+            with self._behind_lock:
+                try:
+                    item, fields = self._behind_queue.get_nowait()
+                except queue.Empty:
+                    self._writer_running = False
+                    return
+                failed = self._behind_failed
+            error: Exception | None = None
+            try:
+                if failed is not None:  # an earlier change is kept: this one after it, unwritten
+                    raise failed
+                if self.server_down:  # known down: kept without waiting on it
+                    raise ServerUnreachableError(str(self.server_down))
+                with self._write_lock:
+                    self._write_change(item, set(fields), {}, False)
+            except Exception as exc:
+                error = exc
+            finally:
+                pid = item.paper.id
+                with self._behind_lock:
+                    self._written[pid] = time.time()  # a refresh that read before this brings nothing back
+                    if self._behind.get(pid) is item:
+                        del self._behind[pid]
+                    self._behind_done.append((item, fields, error))
+                    self._behind_failed = self._behind_failed or error
+                self._behind_queue.task_done()
+                self.post_message(WritesLanded())
+
+    def on_writes_landed(self, _: WritesLanded) -> None:
+        self._take_written()
+
+    def _take_written(self, ui: bool = True) -> None:
+        """What the writer thread made of the changes written behind the keys: the ones it
+        could not write are kept (`_keep_unsaved`), and their rows say so (`ui`)."""
+        with self._behind_lock:
+            done, self._behind_done = self._behind_done, []
+        said: set[int] = set()
+        for item, fields, error in done:
+            if error is None:
+                continue
+            reason = self._refused(error)
+            if reason is None:  # not a refusal: said in a dialog, and the change kept all the same
+                reason = f"the store failed ({error})"
+                if ui and id(error) not in said:
+                    said.add(id(error))
+                    self.show_error(error)
+            self._keep_unsaved(item, set(fields), {}, error, reason, ui)
+            if ui:
+                self.show_kept(item)
+        with self._behind_lock:
+            if not self._writer_running:
+                self._behind_failed = None  # what failed is kept: `save` takes the next change
+
+    def flush_writes(self, ui: bool = True) -> None:
+        """Wait until every change written behind the keys has landed (or failed and been
+        kept): before a write that must come after them (an undo, a list, a delete), at quit
+        (`ui` False: as the UI closes, its widgets gone)."""
+        self._behind_queue.join()
+        self._take_written(ui)
 
     def _write_change(
         self, item: StoredPaper, fields: set[str], lists: dict[str, bool], create: bool
@@ -149,7 +261,7 @@ class Saving(QueueView):
             return f"the store at {self.store.location} was removed or is read-only"
         return None
 
-    def _keep(self, reason: str) -> None:
+    def _keep(self, reason: str, ui: bool = True) -> None:
         """Write what the store refused to the recovery file and say so on the status line."""
         from assistant.ingest import RECOVERY_DIR, undo_file, write_full_records
 
@@ -168,6 +280,8 @@ class Saving(QueueView):
             )
         except OSError as exc:
             written = f"and could not be written to {self.recovery_file} ({exc.strerror or exc}): do not quit"
+        if not ui:
+            return
         count = len(self.unsaved)
         what = "1 change" if count == 1 else f"{count} papers' changes"
         when = "when the server answers" if "cannot be reached" in reason else "on the next change"

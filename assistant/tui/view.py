@@ -8,6 +8,7 @@ piece of state the session keeps, and the methods the others redraw the screen w
 from __future__ import annotations
 
 import itertools
+import queue
 import threading
 import time
 from collections.abc import Iterator
@@ -41,6 +42,7 @@ if TYPE_CHECKING:  # the personal model's modules (numpy) load after the first s
     from assistant.personal.process import Trainer
     from assistant.personal.state import Trained
 
+AHEAD = 3  # papers below the cursor a server store's UI reads ahead (and the one above)
 KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
 
 
@@ -92,6 +94,16 @@ class QueueView(App[None]):
         self.unsaved: dict[str, Unsaved] = {}  # changes the store refused, by paper
         self.recovery_file: Path | None = None  # where they are written, once there are any
         self._written: dict[str, float] = {}  # when this UI last wrote each paper
+        # Decision changes written behind the keys (`Saving.save_behind`): the newest change of
+        # each paper whose write has not landed, the writes in the order the keys made them,
+        # and what the writer thread made of each, for the UI thread to take.
+        self._behind: dict[str, StoredPaper] = {}
+        self._behind_queue: queue.Queue[tuple[StoredPaper, frozenset[str]]] = queue.Queue()
+        self._behind_lock = threading.Lock()
+        self._behind_done: list[tuple[StoredPaper, frozenset[str], Exception | None]] = []
+        # Why a write behind failed, until the UI has kept it: the writes after it are kept too.
+        self._behind_failed: Exception | None = None
+        self._writer_running = False
         self._generation = 0  # bumped whenever the view is rebuilt
         self._head_generation = -1  # the generation the first screen was painted at
         self.matching: int | None = None
@@ -117,6 +129,8 @@ class QueueView(App[None]):
         self._held_ranking: tuple[Ranking, dict[Sort, list[str]], int, list[str]] | None = None
         self._held_timer: Any = None
         self._collector = IdleCollector()  # the garbage collector runs between keys
+        # Papers read ahead of the cursor on a server store: (paper, its row's stamp, read at).
+        self._ahead: dict[str, tuple[StoredPaper, float, float]] = {}
         self._texts_lock = threading.Lock()
         self._features: FeatureCache | None = None
         self._trained: Trained | None = None  # the training kept on disk, once read
@@ -280,14 +294,19 @@ class QueueView(App[None]):
     def show_detail(self) -> None:
         self._detail_shown_at = time.time()
         pid = self.current_id()
-        if pid in self.unsaved:  # the session's change, not what the store still holds
-            item: StoredPaper | None = self.unsaved[pid].item
+        with self._behind_lock:
+            behind = self._behind.get(pid) if pid else None
+        if behind is not None:  # a change still being written (`Saving.save_behind`)
+            item: StoredPaper | None = behind
+        elif pid in self.unsaved:  # the session's change, not what the store still holds
+            item = self.unsaved[pid].item
         elif pid and self.server_down:  # no key waits on a server known to be down
             self._detail_item = self._detail_of = None
             self.query_one(Detail).show_unreachable(self.store.location)
             return
         else:
-            item = self.store.get(pid) if pid else None
+            item = self._read_ahead(pid) or (self.store.get(pid) if pid else None)
+            self.read_ahead_near()
         self._detail_item = item
         stale = bool(item and self.agenda and is_stale(item, self.agenda, self.prompts))
         # The same paper as it was, with the same ranking and agenda (a re-sort that keeps the
@@ -300,6 +319,43 @@ class QueueView(App[None]):
         explanation = self.ranking.explain(pid) if self.ranking and pid and self.ranking.personal else None
         note = self.ranking.fit.note if self.ranking and not self.ranking.personal else ""
         self.query_one(Detail).show(item, self.agenda, stale, explanation, note)
+
+    # -- a server store: the papers next to the cursor read ahead -----------------------------
+
+    def _read_ahead(self, pid: str | None) -> StoredPaper | None:
+        """The paper as read ahead, if nothing wrote it since (the refresh's stamp, this UI)."""
+        got = self._ahead.get(pid) if pid else None
+        row = self.index.rows.get(pid) if pid else None
+        if got is None or row is None:
+            return None
+        item, touched, read_at = got
+        fresh = row.touched == touched and self._written.get(row.id, 0.0) < read_at
+        return item if fresh else None
+
+    def read_ahead_near(self) -> None:
+        """On a Chroma server, read the papers around the highlighted one (the next ones first:
+        a decision moves there) in the background, so the detail pane does not wait on the server
+        when the cursor gets there. A local store answers in a millisecond: nothing is read."""
+        if not self.store.settings.chroma_url or self.server_down:
+            return
+        shown, at = self.shown, self.table.cursor_row
+        near = shown[at + 1 : at + 1 + AHEAD] + shown[max(0, at - 1) : at]
+        missing = [pid for pid in near if self._read_ahead(pid) is None]
+        if missing:
+            self._read_papers_ahead(missing)
+
+    @work(thread=True, exclusive=True, group="ahead")
+    def _read_papers_ahead(self, ids: list[str]) -> None:
+        rows = self.index.rows
+        stamps = {pid: rows[pid].touched for pid in ids if pid in rows}
+        read_at = time.time()
+        try:
+            items = self.store.get_many(list(stamps))
+        except Exception:  # read when shown, as without reading ahead
+            return
+        ahead = dict(self._ahead)
+        ahead.update((i.paper.id, (i, stamps[i.paper.id], read_at)) for i in items)
+        self._ahead = dict(list(ahead.items())[-4 * AHEAD :])  # swapped whole: the UI reads it
 
     def update_rows(self, ids: list[str]) -> None:
         """Re-read these papers' rows from the store and redraw them where they are shown."""

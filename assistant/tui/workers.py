@@ -134,7 +134,8 @@ class Workers(QueueView):
             self.schedule_retrain()
             self.reload()
         # A read that began before this UI wrote a paper carries the paper as it was.
-        rows = [r for r in rows if self._written.get(r.id, 0.0) < started]
+        with self._behind_lock:  # nor one whose change is still being written
+            rows = [r for r in rows if self._written.get(r.id, 0.0) < started and r.id not in self._behind]
         current = self.current_id()
         rewritten = any(r.id == current and r.touched > self._detail_shown_at for r in rows)
         fresh = [r for r in rows if self.index.rows.get(r.id) != r]
