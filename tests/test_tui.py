@@ -825,6 +825,47 @@ def test_a_decision_does_not_wait_on_the_store_and_its_write_lands_in_order(
     assert {pid: store.get(pid).decision.status for pid in decided} == decided  # type: ignore[union-attr]
 
 
+def test_a_decision_still_being_written_when_the_session_dies_is_written_by_the_next(
+    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a decision's write is under way (here one held until the test lets it go) the
+    change is on disk beside the recovery files: a session killed then loses nothing, as the
+    next session of the store writes it (`recovery.replay`, what `triage review` runs first).
+    Once the writes land the file is gone."""
+    import threading
+
+    from assistant.tui import recovery
+
+    held = threading.Event()
+    write = Store.set_decision_fields
+
+    def stuck(store: Store, *args: Any, **kwargs: Any) -> None:
+        if store is app.store:  # the UI's writes, not the next session's
+            held.wait(30)
+        write(store, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "set_decision_fields", stuck)
+    app = make_app(assessed, tmp_path)
+    seen: dict[str, Any] = {}
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        pid = app.current_id()
+        await pilot.press("x")
+        journals = list(recovery.folder().glob(f"*-writing-*{recovery.SUFFIX}"))
+        assert len(journals) == 1
+        # What the next session does first, as if this one had been killed here.
+        done = recovery.replay(reopen(assessed), recovery.folder())
+        seen["replayed"], seen["pid"] = done.saved, pid
+        held.set()
+        await settle(pilot)
+        assert not list(recovery.folder().glob(f"*-writing-*{recovery.SUFFIX}"))
+
+    drive(app, script)
+    assert seen["replayed"] == [seen["pid"]]
+    assert reopen(assessed).get(seen["pid"]).decision.status is Status.REJECTED  # type: ignore[union-attr]
+
+
 def test_an_empty_store_says_how_to_fill_it(tmp_path: Path) -> None:
     from assistant.config import load_settings
 

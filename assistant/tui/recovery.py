@@ -47,7 +47,11 @@ def changes_file(recovery_file: Path) -> Path:
 
 def write_changes(recovery_file: Path, store: Store, unsaved: Mapping[str, Unsaved]) -> Path:
     """Write the kept changes beside the recovery file (to a temporary file moved into place)."""
-    path = changes_file(recovery_file)
+    return write_changes_to(changes_file(recovery_file), store, unsaved)
+
+
+def write_changes_to(path: Path, store: Store, unsaved: Mapping[str, Unsaved]) -> Path:
+    """Write these changes to a changes file (`replay` writes them to the store)."""
     body = {
         "store": store_key(store),
         "changes": [
@@ -65,6 +69,17 @@ def write_changes(recovery_file: Path, store: Store, unsaved: Mapping[str, Unsav
     partial.write_text(json.dumps(body, indent=1), encoding="utf-8")
     partial.replace(path)
     return path
+
+
+def journal_file() -> Path:
+    """Where a session writes the decisions still being written behind its keys, so that a
+    session killed before they land loses none: named like the recovery files (by time, this
+    process's id after it), replayed by the next session as theirs are."""
+    import os
+    import time
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return folder() / f"{stamp}-writing-{os.getpid()}{SUFFIX}"
 
 
 def forget(recovery_file: Path | None) -> None:

@@ -156,16 +156,38 @@ class Saving(QueueView):
         as it was. While changes are kept (the store refused one, its server is down) the change
         goes the way `save` takes, at once; a write behind that fails is kept the same way (its
         row says "not saved"), and the writes queued after it are kept with it, in order."""
+        pid = item.paper.id
         with self._behind_lock:
             behind = not (self.unsaved or self.server_down or self._behind_failed is not None)
             if behind:
-                self._behind[item.paper.id] = item
+                self._behind[pid] = item
+                self._behind_fields[pid] = self._behind_fields.get(pid, frozenset()) | fields
                 self._behind_queue.put((item, frozenset(fields)))
                 start, self._writer_running = not self._writer_running, True
         if not behind:
             self.save(item, fields)
-        elif start:
+            return
+        self._write_journal()
+        if start:
             self._write_behind()
+
+    def _write_journal(self) -> None:
+        """The changes still being written, on disk (`recovery.journal_file`): a session killed
+        before they land loses none, the next one writes them. Removed once none is left."""
+        with self._behind_lock:
+            pending = {
+                pid: Unsaved(item, set(self._behind_fields.get(pid, ())), {}, True)
+                for pid, item in self._behind.items()
+            }
+        try:
+            if pending:
+                self._journal = self._journal or recovery.journal_file()
+                recovery.write_changes_to(self._journal, self.store, pending)
+            elif self._journal is not None:
+                self._journal.unlink(missing_ok=True)
+                self._journal = None
+        except OSError:
+            pass  # the writes go on; only a crash meanwhile would lose them, as before
 
     @work(thread=True, group="writer")
     def _write_behind(self) -> None:
@@ -193,6 +215,7 @@ class Saving(QueueView):
                     self._written[pid] = time.time()  # a refresh that read before this brings nothing back
                     if self._behind.get(pid) is item:
                         del self._behind[pid]
+                        self._behind_fields.pop(pid, None)
                     self._behind_done.append((item, fields, error))
                     self._behind_failed = self._behind_failed or error
                 self._behind_queue.task_done()
@@ -222,6 +245,8 @@ class Saving(QueueView):
         with self._behind_lock:
             if not self._writer_running:
                 self._behind_failed = None  # what failed is kept: `save` takes the next change
+        if done:
+            self._write_journal()  # what landed leaves it (what failed is in the recovery file)
 
     def flush_writes(self, ui: bool = True) -> None:
         """Wait until every change written behind the keys has landed (or failed and been

@@ -99,7 +99,9 @@ class QueueView(App[None]):
         # and what the writer thread made of each, for the UI thread to take.
         self._behind: dict[str, StoredPaper] = {}
         self._behind_queue: queue.Queue[tuple[StoredPaper, frozenset[str]]] = queue.Queue()
+        self._behind_fields: dict[str, frozenset[str]] = {}  # every field changed, by paper
         self._behind_lock = threading.Lock()
+        self._journal: Path | None = None  # where they are on disk meanwhile (`recovery.journal_file`)
         self._behind_done: list[tuple[StoredPaper, frozenset[str], Exception | None]] = []
         # Why a write behind failed, until the UI has kept it: the writes after it are kept too.
         self._behind_failed: Exception | None = None
