@@ -201,10 +201,10 @@ def test_a_quit_while_the_server_is_down_keeps_the_changes_for_the_next_session(
 def test_on_a_busy_server_a_decision_waits_neither_on_its_write_nor_on_the_next_papers_read(
     server: Server, lab: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A lab's server busy with everyone's work answers a read or a decision's write in 0.8 s
+    """A lab's server busy with everyone's work answers a read or a decision's write in 0.5 s
     here: the decision is written behind the key, and the paper it moves to was read ahead
     while the researcher read the one before, so the key waits on neither."""
-    slow = 0.8
+    slow = 0.5
     get_many, write = Store.get_many, Store.set_decision_fields
 
     def busy_read(store: Store, *args: Any, **kwargs: Any) -> Any:
@@ -224,7 +224,7 @@ def test_on_a_busy_server_a_decision_waits_neither_on_its_write_nor_on_the_next_
     async def script(pilot: Pilot[None]) -> None:
         await settle(pilot)
         for key, status in (("a", Status.ACCEPTED), ("x", Status.REJECTED), ("a", Status.ACCEPTED)):
-            await pilot.pause(2 * slow)  # reading the paper: the next ones are read meanwhile
+            await pilot.pause(1.5 * slow)  # reading the paper: the next ones are read meanwhile
             pid, seconds = await press(pilot, key)
             want[pid] = status
             took.append(seconds)

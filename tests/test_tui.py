@@ -698,16 +698,12 @@ def test_after_a_decision_the_cursor_lands_on_the_best_undecided_paper_of_the_ne
     drive(app, script)
 
 
-def test_a_new_ranking_waits_for_the_keys_to_pause(
-    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_new_ranking_waits_for_the_keys_to_pause(assessed: Settings, tmp_path: Path) -> None:
     """The model retrains after decisions while the researcher moves on: the ranking it makes
     does not re-sort the queue under the cursor (nor keep a key waiting on the re-sort) while
     keys come; once they pause, it does."""
-    from assistant.tui import workers
-
-    monkeypatch.setattr(workers, "RESORT_AFTER_KEYS", 1.5)  # longer than any gap between keys here
     app = make_app(assessed, tmp_path)
+    app.resort_after_keys = 1.5  # longer than any gap between keys here (0.4 s as shipped)
     wanted = about_knowledge(assessed)
 
     async def script(pilot: Pilot[None]) -> None:
@@ -746,7 +742,7 @@ def test_the_garbage_collector_runs_between_keys_not_in_them(
 
     from assistant.tui import collector
 
-    monkeypatch.setattr(collector, "IDLE", 1.5)  # longer than any gap between keys here
+    monkeypatch.setattr(collector, "IDLE", 1.0)  # longer than any gap between keys here
     app = make_app(assessed, tmp_path)
     collections: list[int] = []
 
@@ -764,7 +760,7 @@ def test_the_garbage_collector_runs_between_keys_not_in_them(
                 await pilot.press("j" if n % 2 == 0 else "k")
                 await pilot.pause(0.05)
             assert collections == [], "a collection ran while keys came"
-            await pilot.pause(2.0)
+            await pilot.pause(1.4)
             assert collections, "nothing was collected once the keys paused"
             assert gc.get_count()[0] < len(garbage)
         finally:

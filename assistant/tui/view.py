@@ -42,6 +42,9 @@ if TYPE_CHECKING:  # the personal model's modules (numpy) load after the first s
     from assistant.personal.process import Trainer
     from assistant.personal.state import Trained
 
+# A new ranking re-sorts the queue once the keys have paused this long (seconds): a researcher
+# moving through the queue does not see it re-sort under the cursor, nor wait on the re-sort.
+RESORT_AFTER_KEYS = 0.4
 AHEAD = 3  # papers below the cursor a server store's UI reads ahead (and the one above)
 KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
 
@@ -128,6 +131,7 @@ class QueueView(App[None]):
         # When a key (or a click) last came (time.monotonic()), and a ranking made meanwhile that
         # waits for the keys to pause before it re-sorts the queue (`Workers._ranked`).
         self.last_input = 0.0
+        self.resort_after_keys = RESORT_AFTER_KEYS
         self._held_ranking: tuple[Ranking, dict[Sort, list[str]], int, list[str]] | None = None
         self._held_timer: Any = None
         self._collector = IdleCollector()  # the garbage collector runs between keys

@@ -34,9 +34,6 @@ RETRAIN_AFTER = 0.4  # seconds after the last decision before the personal model
 # From this many papers the personal model trains in a process of its own (a retrain holds the
 # interpreter long enough to be felt); below, in a thread of the UI's (~0.1 s at 5k papers).
 APART_FROM = 5_000
-# A new ranking re-sorts the queue once the keys have paused this long (seconds): a researcher
-# moving through the queue does not see it re-sort under the cursor, nor wait on the re-sort.
-RESORT_AFTER_KEYS = 0.4
 
 
 def trains_apart(papers: int) -> bool:
@@ -259,7 +256,7 @@ class Workers(QueueView):
         self, ranking: Ranking, orders: dict[Sort, list[str]], version: int, notes: list[str]
     ) -> None:
         """A ranking the personal model made: put in place now, or once the keys pause."""
-        wait = self.last_input + RESORT_AFTER_KEYS - time.monotonic()
+        wait = self.last_input + self.resort_after_keys - time.monotonic()
         if wait > 0:
             self._held_ranking = (ranking, orders, version, notes)  # a newer one replaces it
             if self._held_timer is None:
