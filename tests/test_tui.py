@@ -548,6 +548,17 @@ def about_knowledge(assessed: Settings) -> set[str]:
     }
 
 
+async def decide_in_a_row(pilot: Pilot[None], app: ReviewApp, wanted: set[str], n: int) -> None:
+    """Accept the wanted papers and reject the others, `n` decisions from the cursor down, with
+    no retrain meanwhile (the caller schedules the one that follows)."""
+    app.schedule_retrain = lambda: None  # type: ignore[method-assign]
+    for _ in range(n):
+        pid = app.current_id()
+        assert pid is not None
+        await pilot.press("a" if pid in wanted else "x")
+    del app.schedule_retrain
+
+
 def test_decisions_retrain_the_personal_model_and_the_queue_follows(
     assessed: Settings, tmp_path: Path
 ) -> None:
@@ -561,12 +572,7 @@ def test_decisions_retrain_the_personal_model_and_the_queue_follows(
         assert "learns from your first accept" in str(summary.content)
         # The same 14 papers every run: no re-ranking while they are decided (one landing
         # between two keys would lead the cursor to other papers), then one retrain.
-        app.schedule_retrain = lambda: None  # type: ignore[method-assign]
-        for _ in range(14):
-            pid = app.current_id()
-            assert pid is not None
-            await pilot.press("a" if pid in wanted else "x")
-        del app.schedule_retrain
+        await decide_in_a_row(pilot, app, wanted, 14)
         app.schedule_retrain()
         await settle(pilot)
         assert app.ranking is not None and app.ranking.fit.decided == 14
@@ -708,12 +714,7 @@ def test_a_new_ranking_waits_for_the_keys_to_pause(assessed: Settings, tmp_path:
 
     async def script(pilot: Pilot[None]) -> None:
         await settle(pilot)
-        app.schedule_retrain = lambda: None  # type: ignore[method-assign]
-        for _ in range(10):
-            pid = app.current_id()
-            assert pid is not None
-            await pilot.press("a" if pid in wanted else "x")
-        del app.schedule_retrain
+        await decide_in_a_row(pilot, app, wanted, 10)
         before, order = app.ranking, list(app.shown)
         app.schedule_retrain()
         moves = 0
