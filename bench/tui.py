@@ -145,7 +145,7 @@ async def settled(app: ReviewApp) -> None:
             await app.workers.wait_for_complete()
         except WorkerCancelled:
             continue
-        if not app.ranking_outstanding and all(w.is_finished for w in app.workers):
+        if not (app.ranking_outstanding or app.writes_pending) and all(w.is_finished for w in app.workers):
             return
         await asyncio.sleep(0.05)
 

@@ -224,7 +224,7 @@ def test_on_a_busy_server_a_decision_waits_neither_on_its_write_nor_on_the_next_
     async def script(pilot: Pilot[None]) -> None:
         await settle(pilot)
         for key, status in (("a", Status.ACCEPTED), ("x", Status.REJECTED), ("a", Status.ACCEPTED)):
-            await pilot.pause(1.5 * slow)  # reading the paper: the next ones are read meanwhile
+            await pilot.pause(2 * slow)  # reading the paper: the next ones are read meanwhile
             pid, seconds = await press(pilot, key)
             want[pid] = status
             took.append(seconds)

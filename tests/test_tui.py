@@ -829,6 +829,7 @@ def test_a_decision_still_being_written_when_the_session_dies_is_written_by_the_
     change is on disk beside the recovery files: a session killed then loses nothing, as the
     next session of the store writes it (`recovery.replay`, what `triage review` runs first).
     Once the writes land the file is gone."""
+    import subprocess
     import threading
 
     from assistant.tui import recovery
@@ -851,7 +852,13 @@ def test_a_decision_still_being_written_when_the_session_dies_is_written_by_the_
         await pilot.press("x")
         journals = list(recovery.folder().glob(f"*-writing-*{recovery.SUFFIX}"))
         assert len(journals) == 1
-        # What the next session does first, as if this one had been killed here.
+        # A running session's journal is its own to write: another session's replay leaves it.
+        assert recovery.replay(reopen(assessed), recovery.folder()).saved == []
+        # What the next session does first, as if this one had been killed here (its process
+        # gone: the journal named after one that has ended).
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        journals[0].rename(journals[0].with_name(f"19990101-000000-writing-{gone.pid}{recovery.SUFFIX}"))
         done = recovery.replay(reopen(assessed), recovery.folder())
         seen["replayed"], seen["pid"] = done.saved, pid
         held.set()
@@ -861,6 +868,87 @@ def test_a_decision_still_being_written_when_the_session_dies_is_written_by_the_
     drive(app, script)
     assert seen["replayed"] == [seen["pid"]]
     assert reopen(assessed).get(seen["pid"]).decision.status is Status.REJECTED  # type: ignore[union-attr]
+
+
+def test_two_keys_in_one_burst_neither_hang_the_ui_nor_land_out_of_order(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    """A terminal delivers keys in bursts: a decision and its undo (and a decision and `q`) read
+    together must not leave the undo waiting for a writer that never started (the UI hung)."""
+    import faulthandler
+    import sys
+
+    from textual import events
+
+    app = make_app(assessed, tmp_path)
+    seen: dict[str, Any] = {}
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        seen["first"] = app.current_id()
+        # A hang fails the run rather than stall it.
+        faulthandler.dump_traceback_later(60, exit=True, file=sys.__stderr__)
+        try:
+            for key in ("x", "u"):
+                app.post_message(events.Key(key, key))
+            await pilot.pause(0.3)
+            await settle(pilot)
+            assert app.index.rows[seen["first"]].status is Status.NEW
+            await pilot.press("j")  # off the paper the undo brought the cursor back to
+            seen["second"] = app.current_id()
+            assert seen["second"] != seen["first"]
+            for key in ("a", "q"):
+                app.post_message(events.Key(key, key))
+            await pilot.pause(0.3)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+
+    drive(app, script)
+    store = reopen(assessed)
+    assert store.get(seen["first"]).decision.status is Status.NEW  # type: ignore[union-attr]
+    assert store.get(seen["second"]).decision.status is Status.ACCEPTED  # type: ignore[union-attr]
+
+
+def test_a_change_made_while_the_last_is_being_written_starts_from_it(
+    assessed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes that take 0.6 s: tags edited twice in a row (the second dialog shows the first
+    edit), and a paper accepted, deleted and brought back with `u`, come back accepted."""
+    import time
+
+    write = Store.set_decision_fields
+
+    def busy(store: Store, *args: Any, **kwargs: Any) -> None:
+        time.sleep(0.6)
+        write(store, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "set_decision_fields", busy)
+    app = make_app(assessed, tmp_path)
+    seen: dict[str, Any] = {}
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        pid = seen["pid"] = app.current_id()
+        await pilot.press("t")
+        app.screen.query_one(Input).value = "first-tag"
+        await pilot.press("enter")
+        await pilot.press("t")  # at once, while the first edit is being written
+        shown = app.screen.query_one(Input).value
+        assert "first-tag" in shown, shown
+        app.screen.query_one(Input).value = shown.rstrip(", ") + ", second-tag"
+        await pilot.press("enter")
+        await pilot.press("a")
+        await pilot.press("k")
+        assert app.current_id() == pid
+        await pilot.press("D")
+        await pilot.press("y")
+        await pilot.press("u")
+        await settle(pilot)
+
+    drive(app, script)
+    item = reopen(assessed).get(seen["pid"])
+    assert item is not None and item.decision.status is Status.ACCEPTED
+    assert {"first-tag", "second-tag"} <= set(item.decision.tags)
 
 
 def test_an_empty_store_says_how_to_fill_it(tmp_path: Path) -> None:

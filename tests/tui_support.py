@@ -130,6 +130,10 @@ async def settle(pilot: Pilot[None]) -> None:
             break
         await pilot.pause(0.1)
         await complete(pilot)
+    for _ in range(200):  # the decisions written behind the keys (a thread of their own)
+        if not getattr(pilot.app, "writes_pending", False):
+            break
+        await pilot.pause(0.05)
     await pilot.pause()
 
 

@@ -119,6 +119,7 @@ class Decisions(Saving, Workers):
     def action_delete(self) -> None:
         """D: delete the highlighted paper from the store, once the researcher said yes."""
         pid = self.current_id()
+        self.flush_writes()  # the paper as its last change left it
         items = self.store.get_many([pid]) if pid else []
         if not items:
             return
@@ -129,10 +130,10 @@ class Decisions(Saving, Workers):
     def _delete(self, ids: list[str], yes: bool | None) -> None:
         if not yes:
             return
+        self.flush_writes()  # a change still being written lands first: the undo brings it back
         records = self.store.records(ids)  # everything, the vector included, for the undo
         if not records:
             return  # deleted meanwhile (by another process)
-        self.flush_writes()  # a change still being written lands before the paper goes
         self.store.delete_papers(ids)
         self.undo_stack.append(Deletion(records))
         now = time.time()
@@ -173,9 +174,14 @@ class Decisions(Saving, Workers):
     # -- through dialogs: each dialog returns its result to a callback here --------------
 
     def _current_item(self) -> StoredPaper | None:
-        """The highlighted paper as stored (its note and tags to edit): read, not waited for,
-        from a server known to be down (the error says so, without a dialog)."""
+        """The highlighted paper as stored (its note and tags to edit), or as its change still
+        being written leaves it; not waited for from a server known to be down (the error says
+        so, without a dialog)."""
         pid = self.current_id()
+        with self._behind_lock:
+            behind = self._behind.get(pid) if pid else None
+        if behind is not None:
+            return behind
         if pid and self.server_down:
             raise ServerUnreachableError(str(self.server_down))
         return self.store.get(pid) if pid else None

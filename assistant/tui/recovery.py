@@ -12,6 +12,7 @@ one (by a command, say) is newer and is not overwritten.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,11 +76,24 @@ def journal_file() -> Path:
     """Where a session writes the decisions still being written behind its keys, so that a
     session killed before they land loses none: named like the recovery files (by time, this
     process's id after it), replayed by the next session as theirs are."""
-    import os
     import time
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return folder() / f"{stamp}-writing-{os.getpid()}{SUFFIX}"
+
+
+def _live_journal(path: Path) -> bool:
+    """Whether this is the journal of a session still running (this one included)."""
+    _, writing, pid = path.name.removesuffix(SUFFIX).rpartition("-writing-")
+    if not writing or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # there, but another user's
+        return True
+    return True
 
 
 def forget(recovery_file: Path | None) -> None:
@@ -103,6 +117,8 @@ def pending_files(folder: Path, store: Store) -> list[Path]:
     key = store_key(store)
     found = []
     for path in sorted(folder.glob(f"*{SUFFIX}")):
+        if _live_journal(path):
+            continue  # a running session's changes being written: it writes them itself
         try:
             if json.loads(path.read_text(encoding="utf-8")).get("store") == key:
                 found.append(path)

@@ -15,6 +15,7 @@ delete, a quit) wait for them first (`flush_writes`), and one that fails is kept
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from dataclasses import replace
 
@@ -168,8 +169,8 @@ class Saving(QueueView):
             self.save(item, fields)
             return
         self._write_journal()
-        if start:
-            self._write_behind()
+        if start:  # a thread of its own, started now: `flush_writes` may wait on it at once
+            threading.Thread(target=self._write_behind, name="triage-writer", daemon=True).start()
 
     def _write_journal(self) -> None:
         """The changes still being written, on disk (`recovery.journal_file`): a session killed
@@ -189,7 +190,12 @@ class Saving(QueueView):
         except OSError:
             pass  # the writes go on; only a crash meanwhile would lose them, as before
 
-    @work(thread=True, group="writer")
+    @property
+    def writes_pending(self) -> bool:
+        """A change written behind the keys has not landed yet, or its outcome not been taken."""
+        with self._behind_lock:
+            return self._writer_running or bool(self._behind_done)
+
     def _write_behind(self) -> None:
         while True:
             with self._behind_lock:
@@ -227,8 +233,10 @@ class Saving(QueueView):
     def _take_written(self, ui: bool = True) -> None:
         """What the writer thread made of the changes written behind the keys: the ones it
         could not write are kept (`_keep_unsaved`), and their rows say so (`ui`)."""
-        with self._behind_lock:
+        with self._behind_lock:  # what failed is taken, and the next changes go behind again
             done, self._behind_done = self._behind_done, []
+            if not self._writer_running:  # (else it reports what it does next, and this runs again)
+                self._behind_failed = None
         said: set[int] = set()
         for item, fields, error in done:
             if error is None:
@@ -242,9 +250,6 @@ class Saving(QueueView):
             self._keep_unsaved(item, set(fields), {}, error, reason, ui)
             if ui:
                 self.show_kept(item)
-        with self._behind_lock:
-            if not self._writer_running:
-                self._behind_failed = None  # what failed is kept: `save` takes the next change
         if done:
             self._write_journal()  # what landed leaves it (what failed is in the recovery file)
 
