@@ -178,8 +178,7 @@ class Decisions(Saving, Workers):
         being written leaves it; not waited for from a server known to be down (the error says
         so, without a dialog)."""
         pid = self.current_id()
-        with self._behind_lock:
-            behind = self._behind.get(pid) if pid else None
+        behind = self.being_written(pid)
         if behind is not None:
             return behind
         if pid and self.server_down:

@@ -62,9 +62,8 @@ class Saving(QueueView):
         """The paper as this session knows it: its change kept in the session, else the detail
         pane's copy (read when it was highlighted, re-read when a refresh sees it written:
         current enough to rebuild its row from), else the store's."""
-        with self._behind_lock:
-            behind = self._behind.get(pid)
-        if behind is not None:  # a change still being written
+        behind = self.being_written(pid)
+        if behind is not None:
             return behind
         kept = self.unsaved[pid].item if pid in self.unsaved else self._detail_item
         if kept is not None and kept.paper.id == pid:

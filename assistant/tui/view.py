@@ -300,9 +300,8 @@ class QueueView(App[None]):
     def show_detail(self) -> None:
         self._detail_shown_at = time.time()
         pid = self.current_id()
-        with self._behind_lock:
-            behind = self._behind.get(pid) if pid else None
-        if behind is not None:  # a change still being written (`Saving.save_behind`)
+        behind = self.being_written(pid)
+        if behind is not None:
             item: StoredPaper | None = behind
         elif pid in self.unsaved:  # the session's change, not what the store still holds
             item = self.unsaved[pid].item
@@ -325,6 +324,14 @@ class QueueView(App[None]):
         explanation = self.ranking.explain(pid) if self.ranking and pid and self.ranking.personal else None
         note = self.ranking.fit.note if self.ranking and not self.ranking.personal else ""
         self.query_one(Detail).show(item, self.agenda, stale, explanation, note)
+
+    def being_written(self, pid: str | None) -> StoredPaper | None:
+        """The paper as its change still being written behind the keys leaves it, if it has one
+        (`Saving.save_behind`): what the session shows of it until the write lands."""
+        if not pid:
+            return None
+        with self._behind_lock:
+            return self._behind.get(pid)
 
     # -- a server store: the papers next to the cursor read ahead -----------------------------
 
