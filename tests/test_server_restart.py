@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from tui_support import detail_text, drive, fill, make_app, reopen, settle
+from tui_support import detail_text, drive, fill, make_app, reopen, settle, slow_store
 
 from assistant.config import Settings, load_settings
 from assistant.models import Status
@@ -205,18 +205,7 @@ def test_on_a_busy_server_a_decision_waits_neither_on_its_write_nor_on_the_next_
     here: the decision is written behind the key, and the paper it moves to was read ahead
     while the researcher read the one before, so the key waits on neither."""
     slow = 0.5
-    get_many, write = Store.get_many, Store.set_decision_fields
-
-    def busy_read(store: Store, *args: Any, **kwargs: Any) -> Any:
-        time.sleep(slow)
-        return get_many(store, *args, **kwargs)
-
-    def busy_write(store: Store, *args: Any, **kwargs: Any) -> None:
-        time.sleep(slow)
-        write(store, *args, **kwargs)
-
-    monkeypatch.setattr(Store, "get_many", busy_read)
-    monkeypatch.setattr(Store, "set_decision_fields", busy_write)
+    slow_store(monkeypatch, slow, "get_many", "set_decision_fields")
     app = make_app(lab, tmp_path, refresh=REFRESH)
     want: dict[str, Status] = {}
     took: list[float] = []

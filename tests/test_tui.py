@@ -18,6 +18,7 @@ from tui_support import (
     ranked_ids,
     reopen,
     settle,
+    slow_store,
     template,
 )
 
@@ -781,13 +782,7 @@ def test_a_decision_does_not_wait_on_the_store_and_its_write_lands_in_order(
     import time
 
     slow = 1.0
-    write = Store.set_decision_fields
-
-    def busy(store: Store, *args: Any, **kwargs: Any) -> None:
-        time.sleep(slow)
-        write(store, *args, **kwargs)
-
-    monkeypatch.setattr(Store, "set_decision_fields", busy)
+    slow_store(monkeypatch, slow, "set_decision_fields")
     app = make_app(assessed, tmp_path, refresh=0.2)
     decided: dict[str, Status] = {}
 
@@ -914,15 +909,7 @@ def test_a_change_made_while_the_last_is_being_written_starts_from_it(
 ) -> None:
     """Writes that take 0.6 s: tags edited twice in a row (the second dialog shows the first
     edit), and a paper accepted, deleted and brought back with `u`, come back accepted."""
-    import time
-
-    write = Store.set_decision_fields
-
-    def busy(store: Store, *args: Any, **kwargs: Any) -> None:
-        time.sleep(0.6)
-        write(store, *args, **kwargs)
-
-    monkeypatch.setattr(Store, "set_decision_fields", busy)
+    slow_store(monkeypatch, 0.6, "set_decision_fields")
     app = make_app(assessed, tmp_path)
     seen: dict[str, Any] = {}
 

@@ -6,10 +6,13 @@ import asyncio
 import hashlib
 import io
 import shutil
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import pytest
 from rich.console import Console
 from textual.pilot import Pilot
 from textual.worker import WorkerCancelled
@@ -160,3 +163,16 @@ def detail_text(app: ReviewApp) -> str:
     console = Console(width=120, record=True, file=io.StringIO())
     console.print(app.query_one(Detail).content)
     return console.export_text()
+
+
+def slow_store(monkeypatch: pytest.MonkeyPatch, seconds: float, *methods: str) -> None:
+    """Each call of these Store methods takes `seconds` more (a store busy with other work: a
+    lab's server, another process's write)."""
+    for name in methods:
+        real = getattr(Store, name)
+
+        def busy(store: Store, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            time.sleep(seconds)
+            return _real(store, *args, **kwargs)
+
+        monkeypatch.setattr(Store, name, busy)
