@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from assistant.agenda import parse_agenda
+from assistant.cache import cache_file
 from assistant.config import Settings
 from assistant.models import Paper
 from assistant.store import Store
+from assistant.triage import lexicon
 from assistant.triage.batch import tag_offline
 from assistant.triage.offline import Corpus, keyphrases, summarize
 from conftest import sample_records
@@ -162,3 +165,67 @@ def test_an_agenda_phrase_counts_as_a_phrase() -> None:
     corpus = Corpus.build([str(i) for i in range(len(docs))], docs)
     scores = corpus.scores("induction heads")
     assert scores[0] > scores[1] > 0
+
+
+def _relevance(store: Store) -> dict[str, float]:
+    return tag_offline(store, AGENDA, rank_all=True, write=False).relevance
+
+
+def test_a_pass_reads_only_the_texts_it_has_not_seen_and_scores_as_a_full_pass(
+    embedded_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lexical statistics of the store are kept by text between passes: after an import,
+    an edited abstract and a deletion, only the new texts are read again, and every paper's
+    score is what a pass reading every text gives."""
+    store = _store(embedded_settings)
+    tag_offline(store, AGENDA)
+    papers = {p.paper.title: p.paper for p in store.iter_all()}
+    speech = papers["Streaming speech recognition for audio assistants"]
+    store.upsert_papers(
+        [
+            speech.model_copy(
+                update={"abstract": f"{speech.abstract} It runs on a phone, in twelve languages."}
+            ),
+            Paper.create(
+                title="Folding proteins with language models", abstract="Protein structure from sequence."
+            ),
+            Paper.create(
+                title="Denoising audio for speech", abstract="Speech enhancement with audio priors."
+            ),
+        ]
+    )
+    store.delete_papers([papers["What protein designers are interested in"].id])
+    read: list[str] = []
+    real_stems = lexicon.stems
+    monkeypatch.setattr(lexicon, "stems", lambda text: read.append(text) or real_stems(text))
+    kept = _relevance(store)
+    assert sorted(t.split("\n")[0] for t in read) == [
+        "Denoising audio for speech",
+        "Folding proteins with language models",
+        "Streaming speech recognition for audio assistants",
+    ]
+    read.clear()
+    assert _relevance(store) == kept  # nothing new: nothing read
+    assert read == []
+    lexicon_file = cache_file("lexicon", store.data_key)
+    lexicon_file.unlink()
+    assert _relevance(store) == kept  # every text read again: the same scores
+    assert len(read) == 34
+
+
+def test_a_damaged_or_unwritable_lexicon_file_costs_a_full_pass_and_nothing_else(
+    embedded_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(embedded_settings)
+    expected = _relevance(store)
+    lexicon_file = cache_file("lexicon", store.data_key)
+    lexicon_file.write_bytes(lexicon_file.read_bytes()[:-100])
+    assert _relevance(store) == expected
+    read: list[str] = []
+    real_stems = lexicon.stems
+    monkeypatch.setattr(lexicon, "stems", lambda text: read.append(text) or real_stems(text))
+    assert _relevance(store) == expected and read == []  # the damaged file was written anew
+    lexicon_file.unlink()
+    lexicon_file.mkdir()  # where the file goes, something that is not one
+    assert _relevance(store) == expected  # a cache that cannot be read or written is passed over
+    assert len(read) == 33

@@ -7,9 +7,11 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from assistant.agenda import Agenda
+from assistant.cache import cache_file
 from assistant.store import Store
+from assistant.triage import lexicon
 from assistant.triage.keys import OFFLINE_ENGINE, engine_key
-from assistant.triage.offline import Corpus, OfflineEngine
+from assistant.triage.offline import OfflineEngine
 
 CHUNK = 200
 # The offline engine scores a paper against the whole store (its words' rarity, each topic's
@@ -102,7 +104,9 @@ def tag_offline(
     if score:
         # Every paper's vector: feedback looks for a topic's best matches in the whole store.
         vectors = store.embeddings(list(documents))
-        corpus = Corpus.build(list(documents), list(documents.values()), vectors)
+        # Each text's counts are kept between runs: only the texts not seen before are read.
+        lexicon_file = cache_file("lexicon", store.data_key)
+        corpus = lexicon.corpus(list(documents), list(documents.values()), vectors, lexicon_file)
         engine = OfflineEngine(agenda, store.embed)
         for begin in range(0, len(score), CHUNK):
             chunk = score[begin : begin + CHUNK]

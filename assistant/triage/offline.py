@@ -139,7 +139,7 @@ class Corpus:
     ids: list[str]
     matrix: sparse.csr_matrix  # TF-IDF rows, L2-normalised
     transformer: TfidfTransformer
-    df: Counter[str]
+    df: Mapping[str, int]  # in how many documents each stem is
     vectors: np.ndarray | None = None  # the papers' embeddings, in `ids` order
 
     @classmethod
@@ -153,7 +153,18 @@ class Corpus:
         df: Counter[str] = Counter()
         for toks in tokens:
             df.update(set(toks))
-        counts = _counts(documents, tokens)
+        return cls.of_counts(ids, _counts(documents, tokens), df, vectors)
+
+    @classmethod
+    def of_counts(
+        cls,
+        ids: Sequence[str],
+        counts: sparse.csr_matrix,
+        df: Mapping[str, int],
+        vectors: Mapping[str, Sequence[float]] | None = None,
+    ) -> Corpus:
+        """The corpus of documents whose term counts (`_counts`, a row per id) and stems'
+        document frequencies were worked out already (`assistant.triage.lexicon` keeps them)."""
         transformer = TfidfTransformer(sublinear_tf=True, norm=None).fit(counts)
         matrix = _weigh(transformer.transform(counts)).tocsr()
         aligned = None
