@@ -445,7 +445,7 @@ def daily(
     Guide: docs/feeds.md"""
     from assistant.digest import build as build_digest
     from assistant.digest import render as render_digest
-    from assistant.feeds.daily import RunRecord, check_email, daily_lock, send_email
+    from assistant.feeds.daily import CLOCK_MARGIN, RunRecord, check_email, daily_lock, send_email
     from assistant.feeds.model import Feeds
     from assistant.selection import Selection
 
@@ -474,9 +474,12 @@ def daily(
         now = datetime.now(UTC)
         after = record.digest_after(now)
         agenda = optional_agenda()
-        kept = Selection(statuses=(Status.NEW,))
+        # A paper new since the last digest was written since then: only those are read, not
+        # the whole store (with a margin for the clocks of a lab's other machines).
+        written = {"touched": {"$gt": (after - CLOCK_MARGIN).timestamp()}}
+        where = {"$and": [Selection(statuses=(Status.NEW,)).where(), written]}
         result = build_digest(
-            store.iter_all(kept.where()), agenda, after.date(), top, queue_shift(), min_score, after=after
+            store.iter_all(where), agenda, after.date(), top, queue_shift(), min_score, after=after
         )
         notes = [f"{r.name}: {n}" for r in reports if not r.new for n in r.notes[:1]]
         notes += [f"{r.name} failed: {r.error}" for r in reports if r.error]

@@ -29,6 +29,9 @@ from assistant.store import Store
 
 RUN_RECORD = "daily-run"
 FIRST_DIGEST = timedelta(days=1)  # the first daily digest covers the last day
+# How far another machine's clock may be behind this one's when it stamps a paper it writes
+# (`touched`): the digest reads the papers written since the last one, less this.
+CLOCK_MARGIN = timedelta(days=1)
 
 
 class Busy(TriageError):
