@@ -444,6 +444,21 @@ class QueueIndex:
             if not words or all(w in row.text for w in words):
                 yield row
 
+    def count(self, selection: Selection, text: str = "") -> int:
+        """How many rows `view` gives (without `always`), in no order: from the counts by
+        status when the selection tests nothing else, else by a walk of the rows (a count of
+        the view in its order sorted 100k papers after every decision and every new ranking:
+        ~0.15 s of CPU each time at 100k)."""
+        words = text.casefold().split()
+        if not words and selection == Selection(statuses=selection.statuses):
+            counts = self.counts()
+            return sum(counts[s] for s in set(selection.statuses)) if selection.statuses else len(self.rows)
+        return sum(
+            1
+            for row in self.rows.values()
+            if selection.matches_fields(row) and all(w in row.text for w in words)
+        )
+
     def _candidates(
         self, statuses: tuple[Status, ...], starred: bool, sort: Sort, always: Collection[str]
     ) -> list[str]:

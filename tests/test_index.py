@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,33 @@ def test_a_narrow_view_walks_its_own_papers_in_the_same_order_as_the_whole_one()
                 expected = [pid for pid in index.order(sort) if pid in set(walked)]
                 got = [r.id for r in index.view(selection, sort, always=always)]
                 assert got == expected, (sort, selection)
+
+
+def test_the_count_of_a_view_is_how_many_papers_it_shows_and_sorts_nothing() -> None:
+    """The count under the queue (how many papers the view matches) is the length of the view
+    for every kind of selection and word search, before and after decisions change the
+    statuses; a view that tests only statuses is counted without walking the papers at all."""
+    index = random_index(3000, seed=5)
+    index.set_ranking(FakeRanking(list(index.rows)))
+    rows = list(index.rows.values())
+    selections = [
+        Selection(),
+        UNDECIDED,
+        Selection(statuses=(Status.ACCEPTED, Status.ACCEPTED)),
+        Selection(statuses=(), starred=True),
+        Selection(statuses=(Status.NEW,), min_score=5.0),
+        Selection(since=date(2025, 6, 16)),
+    ]
+    for step in range(2):
+        for selection in selections:
+            for text in ("", "paper 1", "PAPER 12"):
+                expected = sum(1 for _ in index.view(selection, Sort.UNCERTAIN, text))
+                assert index.count(selection, text) == expected, (step, selection, text)
+        index.apply([replace(r, status=Status.REJECTED) for r in rows[:500]])
+    index.rows = _Unwalkable(index.rows)
+    assert index.count(UNDECIDED) == sum(index.counts()[s] for s in UNDECIDED.statuses)
+
+
+class _Unwalkable(dict[str, Row]):
+    def values(self) -> Any:
+        raise AssertionError("walked the rows to count a view of statuses")

@@ -420,7 +420,7 @@ class QueueView(App[None]):
         if self.pinned is not None:
             total = sum(1 for i in self.pinned if i in rows and self.selection.matches_fields(rows[i]))
         else:
-            total = sum(1 for _ in self.index.view(self.selection, self.sort, self.text))
+            total = self.index.count(self.selection, self.text)
         self.call_from_thread(self._counted, total, generation)
 
     def _counted(self, total: int, generation: int) -> None:
