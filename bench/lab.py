@@ -230,6 +230,13 @@ def main() -> None:
     parser.add_argument(
         "--store", type=Path, help="a folder with store/ and agenda.md (bench/everyday.py --build)"
     )
+    parser.add_argument(
+        "--placement",
+        choices=["split", "shared"],
+        default="split",
+        help="split (the default, on 2+ cores): the reviewers' processes on the last core (their "
+        "laptops), the server, daily and tag on the others (the lab's machine); shared: all on every core",
+    )
     parser.add_argument("--reviewer", help=argparse.SUPPRESS)  # a reviewer's own process
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
@@ -240,6 +247,18 @@ def main() -> None:
         asyncio.run(review(args.reviewer, args.url, agenda, args.seconds, args.offset, args.folder))
         return
 
+    cores = sorted(os.sched_getaffinity(0))
+    laptops: set[int] | None = None
+    if args.placement == "split" and len(cores) >= 2:
+        # Each reviewer reads on a laptop of their own: their UIs and training share one core
+        # here, and the lab's machine (this process, the server, daily, tag: inherited) the rest.
+        laptops = {cores[-1]}
+        os.sched_setaffinity(0, set(cores[:-1]))
+    placement = (
+        f"reviewers on core {cores[-1]}, the server, daily and tag on {len(cores) - 1}"
+        if laptops
+        else f"everything on all {len(cores)} cores"
+    )
     with tempfile.TemporaryDirectory(prefix="triage-lab-") as tmp:
         work = Path(tmp)
         source = args.store
@@ -282,6 +301,7 @@ def main() -> None:
                     [sys.executable, str(BENCH / "lab.py"), "--reviewer", name, "--url", url]
                     + ["--folder", str(work), "--seconds", str(args.seconds), "--offset", str(i)],
                     env=env,
+                    preexec_fn=(lambda: os.sched_setaffinity(0, laptops)) if laptops else None,  # noqa: PLW1509
                 )
                 for i, name in enumerate(names)
             ]
@@ -313,6 +333,7 @@ def main() -> None:
             cpu = {
                 "window_s": round(together, 1),
                 "cores": os.cpu_count(),
+                "placement": placement,
                 "chroma server": round(server_cpu, 1),
                 "daily": round(daily_cpu, 1),
                 "tag (second agenda, niced)": round(tagger_cpu, 1),
@@ -346,12 +367,14 @@ def main() -> None:
             "daily_alone_s": round(alone, 2),
             "daily_together_s": round(together, 2),
             "daily_ratio": round(ratio, 3),
+            "placement": placement,
             "cpu_seconds_while_together": cpu,
         }
     )
     report(
         "lab",
-        f"The lab drill: {args.papers:,} papers on chroma run, {args.reviewers} reviewers at 1 decision/s",
+        f"The lab drill: {args.papers:,} papers on chroma run, {args.reviewers} reviewers at 1 decision/s "
+        f"({placement})",
         [
             "reviewer",
             "decisions",

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 # its CPU time count the imports of a fresh process. Filling a store needs more (below).
 
 BATCH = 5000
+# When the papers of a filled store were added (and last written, but for their decisions).
+ADDED_AT = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def fill(store: Store, n: int, base: np.ndarray, rng: np.random.Generator) -> None:
@@ -96,7 +99,8 @@ def fill(store: Store, n: int, base: np.ndarray, rng: np.random.Generator) -> No
                 **paper_metadata(paper),
                 **decision_metadata(Decision(status=status)),
                 **assessment_metadata(assessment),
-                "added_at": "2026-11-01T00:00:00+00:00",
+                "added_at": ADDED_AT.isoformat(),
+                "touched": ADDED_AT.timestamp(),  # last written when it was added, as in a lab's store
             }
             ids.append(paper.id)
             docs.append(paper.document)
