@@ -35,7 +35,8 @@ llm-bounds       (bench/drills_llm.py) `triage rm` of queued papers while `tag -
                  runs against a faulty endpoint (20 runs: hangs, lost, redone), and the
                  injection set batched against one paper a call: neighbours' scores moved.
 store-failures   (bench/drills_store.py) a disk with 2 MB free (a tmpfs; needs root), `rm
-                 --last-import` over decided papers, the store removed under the review UI:
+                 --last-import` over decided papers, the store removed under the review UI,
+                 the review UI killed with decisions waiting to be written:
                  nothing decided lost, every refused change in the recovery file.
 
 --quick runs each drill once (the kill drills default to 3 and 2 runs).
@@ -90,7 +91,7 @@ BOUNDS: dict[str, tuple[str, list[tuple[str, dict[str, Any]]]]] = {
     ),
     "store-failures": (
         "drills_store",
-        [(f, {}) for f in ("drill_disk_2mb", "drill_rm_decided", "drill_ui_store_removed")],
+        [(f, {}) for f in ("drill_disk_2mb", "drill_rm_decided", "drill_ui_store_removed", "drill_ui_kill")],
     ),
     "llm-bounds": (
         "drills_llm",

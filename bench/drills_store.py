@@ -15,6 +15,12 @@ ui-removed   the review UI (Textual's pilot, headless, in this process) on 30 pa
              store's folder is removed; 5 decisions made after it must be shown as not saved,
              the folder must not be made again, and the recovery file must hold all 5, which
              `triage ingest` of it restores.
+ui-kill      the review UI (a process of its own, headless) on a `chroma run` server: decisions
+             are made, then the UI is killed with SIGKILL, twice: once with the server stopped
+             (SIGSTOP) while the keys were pressed, so every decision is still waiting to be
+             written, and once at once after the last key with the server running. A new session
+             of the store (the review UI, in this process) must write every decision the killed
+             one showed, and leave no changes file behind.
 
 Each drill function returns (row, details), row = [label, runs, expected, found, lost,
 duplicated, redone, notes], as bench/drills.py's do.
@@ -305,7 +311,148 @@ def drill_ui_store_removed(tmp: Path, decisions: int = 5) -> tuple[list[Any], di
     return row, {"status_line": seen.get("status"), "recovery_file": str(recovery), "in_file": in_file}
 
 
-DRILLS = {"disk-2mb": drill_disk_2mb, "rm-decided": drill_rm_decided, "ui-removed": drill_ui_store_removed}
+KEYS = {"a": "accepted", "x": "rejected", "m": "maybe"}
+
+
+def ui_child(folder: Path, url: str, collection: str, held: int) -> None:
+    """The review UI the ui-kill drill kills: one decision written, then `held` more pressed
+    once `folder/go` appears (each noted in pressed.jsonl as it is pressed), then it waits."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tui_support import settle
+
+    from assistant.agenda import example_agenda_text, parse_agenda
+    from assistant.tui.app import ReviewApp
+
+    settings = load_settings(chroma_url=url, collection=collection)
+    app = ReviewApp(Store.open(settings), settings, parse_agenda(example_agenda_text()), refresh_every=3600)
+
+    def note(pid: str | None, status: str) -> None:
+        with (folder / "pressed.jsonl").open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"id": pid, "status": status}) + "\n")
+
+    async def main() -> None:
+        async with app.run_test(size=(170, 45)) as pilot:
+            await settle(pilot)
+            note(app.current_id(), "accepted")
+            await pilot.press("a")
+            await settle(pilot)  # written: the server is stopped only after it
+            (folder / "ready").touch()
+            while not (folder / "go").exists():
+                await asyncio.sleep(0.02)
+            for i in range(held):
+                key = "xma"[i % 3]
+                note(app.current_id(), KEYS[key])
+                await pilot.press(key)
+                await pilot.pause()
+            (folder / "done").touch()
+            await asyncio.sleep(3600)
+
+    asyncio.run(main())
+
+
+def _wait_for(path: Path, child: subprocess.Popen[bytes], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if child.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the review UI stopped or hung before {path.name}")
+        time.sleep(0.05)
+
+
+def decided(settings: Any, pressed: dict[str, str]) -> int:
+    """How many of these decisions (id: status) the store holds."""
+    stored = {item.paper.id: item.decision.status.value for item in Store.open(settings).iter_all()}
+    return sum(1 for pid, status in pressed.items() if stored.get(pid) == status)
+
+
+def drill_ui_kill(tmp: Path, held: int = 3) -> tuple[list[Any], dict[str, Any]]:
+    import signal
+
+    from drills import ChromaServer
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tui_support import settle
+
+    from assistant.agenda import example_agenda_text, parse_agenda
+    from assistant.tui import recovery
+    from assistant.tui.app import ReviewApp
+
+    label = "review UI killed, writes pending"
+    server = ChromaServer(tmp / "ui-kill")
+    (tmp / "ui-kill").mkdir()
+    url = server.start()
+    assert server.proc is not None
+    papers = [
+        Paper.create(**{k: v for k, v in r.items() if k in Paper.model_fields and k != "id"})
+        for r in sample_records()[:30]
+    ]
+    details: dict[str, Any] = {}
+    expected = found = left = 0
+    try:
+        for run, stopped in enumerate((True, False)):
+            collection = f"ui-kill-{run}"
+            settings = load_settings(chroma_url=url, collection=collection)
+            Store.open(settings).upsert_papers(papers)
+            folder = tmp / "ui-kill" / collection
+            folder.mkdir()
+            child = subprocess.Popen(  # noqa: S603
+                [sys.executable, __file__, "--ui-child", str(folder), url, collection, str(held)]
+            )
+            try:
+                _wait_for(folder / "ready", child, TIMEOUT)
+                if stopped:
+                    os.kill(server.proc.pid, signal.SIGSTOP)
+                (folder / "go").touch()
+                _wait_for(folder / "done", child, 60)
+                journals = len(list(recovery.folder().glob(f"*-writing-{child.pid}{recovery.SUFFIX}")))
+            finally:
+                child.kill()
+                child.wait()
+                if stopped:
+                    os.kill(server.proc.pid, signal.SIGCONT)
+            pressed = {d["id"]: d["status"] for d in map(json.loads, (folder / "pressed.jsonl").open())}
+            before = decided(settings, pressed)
+            # A new session of the store: it writes what the killed one kept.
+            store = Store.open(settings)
+            app = ReviewApp(store, settings, parse_agenda(example_agenda_text()), refresh_every=3600)
+
+            async def reopen(app: ReviewApp = app) -> None:
+                async with app.run_test(size=(170, 45)) as pilot:
+                    for _ in range(300):
+                        await settle(pilot)
+                        if app._replayed_all:
+                            break
+                        await pilot.pause(0.1)
+                    await pilot.press("q")
+
+            asyncio.run(reopen())
+            ok = decided(settings, pressed)
+            remaining = len(list(recovery.folder().glob(f"*-writing-{child.pid}{recovery.SUFFIX}")))
+            expected += len(pressed)
+            found += ok
+            left += remaining
+            details[collection] = {
+                "server stopped while the keys were pressed": stopped,
+                "decisions": len(pressed),
+                "stored when the UI was killed": before,
+                "stored after the new session": ok,
+                "changes files of the killed UI when killed": journals,
+                "left after the new session": remaining,
+            }
+    finally:
+        server.stop()
+    note = (
+        f"2 kills ({held} decisions pending behind a stopped server; right after the last key); "
+        f"{left} changes files left"
+    )
+    return [label, 2, expected, found, expected - found, 0, "", note], details
+
+
+DRILLS = {
+    "disk-2mb": drill_disk_2mb,
+    "rm-decided": drill_rm_decided,
+    "ui-removed": drill_ui_store_removed,
+    "ui-kill": drill_ui_kill,
+}
 
 
 def main() -> None:
@@ -313,7 +460,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--drills", default=",".join(DRILLS))
+    parser.add_argument("--ui-child", nargs=4, help=argparse.SUPPRESS)  # ui-kill's review UI
     args = parser.parse_args()
+    if args.ui_child:
+        folder, url, collection, held = args.ui_child
+        ui_child(Path(folder), url, collection, int(held))
+        return
     rows: list[list[Any]] = []
     extra: dict[str, Any] = {"drills": {}}
     started = time.perf_counter()
