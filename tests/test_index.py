@@ -111,6 +111,9 @@ class FakeRanking:
     def disagreement(self, pid: str) -> float:
         return self.d.get(pid, 0.0)
 
+    def measures(self, ids: list[str]) -> tuple[list[float], list[float]]:
+        return [self.uncertain(pid) for pid in ids], [self.disagreement(pid) for pid in ids]
+
 
 def test_the_model_orders_sorted_by_numpy_are_the_key_sorts() -> None:
     index = random_index(4000, seed=11)

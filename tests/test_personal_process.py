@@ -56,6 +56,11 @@ def assert_same(apart: Ranking, here: Ranking) -> None:
     # What the UI shows of a paper comes from the features it has itself.
     pid = apart.ids[0]
     assert apart.explain(pid) == here.explain(pid)
+    # Every paper's uncertainty and disagreement at once, as the queue's sorts read them.
+    ids = [*apart.ids, "not-a-paper"]
+    uncertain, disagreement = apart.measures(ids)
+    assert uncertain.tolist() == [here.uncertain(p) for p in ids]
+    assert disagreement.tolist() == [here.disagreement(p) for p in ids]
 
 
 def test_a_child_process_ranks_as_this_one_does_and_is_sent_only_what_changed(

@@ -255,6 +255,20 @@ class Ranking:
             return math.inf
         return float(self.uncertainty[i])
 
+    def measures(self, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """`uncertain` and `disagreement` of each of these papers, as two arrays (what the
+        queue's uncertain and disagreement sorts read of every paper after each retrain)."""
+        at = np.fromiter((self.position.get(pid, -1) for pid in ids), dtype=np.int64, count=len(ids))
+        ranked = at >= 0
+        ranked[ranked] = np.isfinite(self.blended[at[ranked]])
+        uncertain = np.full(len(ids), math.inf)
+        disagreement = np.zeros(len(ids))
+        if self.uncertainty is not None:
+            uncertain[ranked] = self.uncertainty[at[ranked]]
+        if self.model is not None:
+            disagreement[ranked] = self.model[at[ranked]]
+        return uncertain, disagreement
+
     def disagreement(self, pid: str) -> float:
         """What the decisions add to the engine's log-odds: positive when you would like it more."""
         i = self.position.get(pid)
