@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from assistant.config import Settings
+from assistant.config import Settings, load_settings
 from assistant.errors import StoreError
 from assistant.models import Assessment, Paper, Status, TopicScore
 from assistant.store import Store
@@ -140,3 +146,44 @@ def test_unreachable_server_is_a_clear_error(tmp_path: object) -> None:
 
     with pytest.raises(StoreError, match="Chroma server"):
         Store.open(load_settings(chroma_url=f"http://127.0.0.1:{free_port()}"))
+
+
+class _Clock:
+    """The time module as the store sees it, with its waits recorded instead of slept."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def test_a_niced_process_leaves_the_server_to_the_others(
+    chroma_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch job run with `nice -n 10` on the lab's machine waits after each request to the
+    Chroma server as long as the request took (at most half the server's time is its), so the
+    review UIs and `daily` keep theirs; a process not niced, or an embedded store, never waits."""
+    from assistant.store import connection
+
+    clock = _Clock()
+    monkeypatch.setattr(connection, "time", clock)
+    server = load_settings(chroma_url=chroma_server, collection=f"paced-{uuid.uuid4().hex[:8]}")
+    Store.open(server).upsert_papers([Paper.create(title="A paper on pacing")])
+    monkeypatch.setattr(os, "getpriority", lambda *_: 10)
+    store = Store.open(server)
+    clock.waits.clear()
+    started = time.monotonic()
+    assert store.count() == 1 and [i.paper.title for i in store.iter_all()] == ["A paper on pacing"]
+    took = time.monotonic() - started
+    assert len(clock.waits) >= 2 and all(w > 0 for w in clock.waits)
+    assert sum(clock.waits) <= took  # as long as the requests took, not longer
+    embedded = Store.open(load_settings(store=tmp_path / "store"))
+    embedded.upsert_papers([Paper.create(title="A paper on pacing")])
+    clock.waits.clear()
+    assert embedded.count() == 1 and not clock.waits
+    monkeypatch.setattr(os, "getpriority", lambda *_: 0)
+    assert Store.open(server).count() == 1 and not clock.waits

@@ -53,7 +53,7 @@ from assistant.store.mirror import (
 from assistant.store.pending import Pending, Write
 from assistant.store.people import PLAIN, View
 from assistant.store.server import SERVER_TIMEOUT as SERVER_TIMEOUT
-from assistant.store.server import http_client, server_refusal
+from assistant.store.server import http_client, niced_pace, server_refusal
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -80,6 +80,8 @@ class _Guarded:
 
         @functools.wraps(value)
         def call(*args: Any, **kwargs: Any) -> Any:
+            pace = self._store.pace
+            started = time.monotonic()
             try:
                 return value(*args, **kwargs)
             except Exception as exc:
@@ -87,6 +89,9 @@ class _Guarded:
                 if error is None:
                     raise
                 raise error from exc
+            finally:
+                if pace:  # a niced process on a server store (`server.niced_pace`)
+                    time.sleep((time.monotonic() - started) * pace)
 
         return call
 
@@ -207,6 +212,8 @@ class Connection:
         self._state: StateReader | None = None  # reads Chroma's state (embedded)
         self._existed = False  # an embedded store whose database was there when it was opened
         self._refused: StoreError | None = None  # why the queue could not be applied, if so
+        # Per second a request to the server took, how long to wait after it (a niced process).
+        self.pace = niced_pace() if settings.chroma_url else 0.0
 
     @classmethod
     def open_for_reading(cls, settings: Settings, embedder: Any | None = None) -> Self:

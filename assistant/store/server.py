@@ -8,6 +8,7 @@ token client and never appears in a message.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -22,6 +23,19 @@ SERVER_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one request
 # Seconds to open a connection: a server that answers at all does in milliseconds; a host that
 # is down (no refusal comes back) must not hold a command, or a key of the review UI, for long.
 CONNECT_TIMEOUT = 3.0
+
+
+def niced_pace() -> float:
+    """How long this process waits after each request to a Chroma server, per second the
+    request took: a tenth of its niceness (`nice -n 10`: as long again, so at most half the
+    server's time). The server does every client's work at its own priority, so a batch job
+    niced on the lab's machine (`triage tag` for a new agenda) would still take the server from
+    the review UIs and `daily`; paced, it leaves them the server as `nice` leaves them the CPU."""
+    try:
+        niceness = os.getpriority(os.PRIO_PROCESS, 0)
+    except OSError:
+        return 0.0
+    return max(0, niceness) / 10
 
 
 def http_client(url: str, token: SecretStr | None = None) -> ClientAPI:
