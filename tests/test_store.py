@@ -181,6 +181,14 @@ def test_a_niced_process_leaves_the_server_to_the_others(
     took = time.monotonic() - started
     assert len(clock.waits) >= 2 and all(w > 0 for w in clock.waits)
     assert sum(clock.waits) <= took  # as long as the requests took, not longer
+    # Under the writer lock it waits only once the lock is let go: no other writer on this
+    # machine waits on its pauses.
+    clock.waits.clear()
+    with store.write_lock():
+        store.count()
+        store.count()
+        assert clock.waits == []
+    assert len(clock.waits) == 1 and clock.waits[0] > 0
     embedded = Store.open(load_settings(store=tmp_path / "store"))
     embedded.upsert_papers([Paper.create(title="A paper on pacing")])
     clock.waits.clear()

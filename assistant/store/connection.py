@@ -91,7 +91,7 @@ class _Guarded:
                 raise error from exc
             finally:
                 if pace:  # a niced process on a server store (`server.niced_pace`)
-                    time.sleep((time.monotonic() - started) * pace)
+                    self._store.paced(time.monotonic() - started)
 
         return call
 
@@ -212,8 +212,11 @@ class Connection:
         self._state: StateReader | None = None  # reads Chroma's state (embedded)
         self._existed = False  # an embedded store whose database was there when it was opened
         self._refused: StoreError | None = None  # why the queue could not be applied, if so
-        # Per second a request to the server took, how long to wait after it (a niced process).
+        # Per second a request to the server took, how long to wait after it (a niced process),
+        # and the waits owed by requests made inside the writer lock (`paced`).
         self.pace = niced_pace() if settings.chroma_url else 0.0
+        self._owed = 0.0
+        self._holder: int | None = None  # the thread holding the writer lock
 
     @classmethod
     def open_for_reading(cls, settings: Settings, embedder: Any | None = None) -> Self:
@@ -586,6 +589,15 @@ class Connection:
 
     # -- the writer lock -------------------------------------------------------
 
+    def paced(self, took: float) -> None:
+        """Wait after a request to the server that took `took` seconds (`pace` per second). A
+        request made holding the writer lock owes its wait until the lock is let go: the other
+        writers on this machine (`daily`, the review UIs) never wait on a niced one's pause."""
+        if self._holder == threading.get_ident():
+            self._owed += took * self.pace
+        else:
+            time.sleep(took * self.pace)
+
     @contextmanager
     def write_lock(self) -> Iterator[None]:
         """Hold the store's writer lock: across processes on this machine, one at a time
@@ -606,12 +618,17 @@ class Connection:
                 return
             if self.path is not None and not self.path.is_dir():
                 raise store_gone(self.location)  # its lock file would make the folder again
-            with _file_lock(self.lock_path, make_dir=self.path is None):
-                self._holding = True
-                try:
-                    yield
-                finally:
-                    self._holding = False
+            try:
+                with _file_lock(self.lock_path, make_dir=self.path is None):
+                    self._holding, self._holder = True, threading.get_ident()
+                    try:
+                        yield
+                    finally:
+                        self._holding, self._holder = False, None
+            finally:
+                owed, self._owed = self._owed, 0.0
+        if owed:
+            time.sleep(owed)  # the pauses of the requests made under the lock, once it is let go
 
 
 def _overlay(rows: list[Row], writes: Sequence[Write]) -> list[Row]:
