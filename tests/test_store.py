@@ -189,6 +189,12 @@ def test_a_niced_process_leaves_the_server_to_the_others(
         store.count()
         assert clock.waits == []
     assert len(clock.waits) == 1 and clock.waits[0] > 0
+    # A request that fails is not followed by a pause (a server that does not answer is said
+    # after its timeout, not twice that).
+    clock.waits.clear()
+    with pytest.raises(Exception, match="where"):  # refused by the server
+        store.collection.get(where={"$nope": 1})
+    assert clock.waits == []
     embedded = Store.open(load_settings(store=tmp_path / "store"))
     embedded.upsert_papers([Paper.create(title="A paper on pacing")])
     clock.waits.clear()

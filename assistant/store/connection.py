@@ -80,18 +80,17 @@ class _Guarded:
 
         @functools.wraps(value)
         def call(*args: Any, **kwargs: Any) -> Any:
-            pace = self._store.pace
             started = time.monotonic()
             try:
-                return value(*args, **kwargs)
+                result = value(*args, **kwargs)
             except Exception as exc:
                 error = self._store.refusal(exc)
                 if error is None:
                     raise
                 raise error from exc
-            finally:
-                if pace:  # a niced process on a server store (`server.niced_pace`)
-                    self._store.paced(time.monotonic() - started)
+            if self._store.pace:  # a niced process on a server store (`server.niced_pace`);
+                self._store.paced(time.monotonic() - started)  # not after a failure or ^C
+            return result
 
         return call
 
