@@ -460,11 +460,8 @@ class QueueIndex:
         if not words and selection == Selection(statuses=selection.statuses):
             counts = self.counts()
             return sum(counts[s] for s in set(selection.statuses)) if selection.statuses else len(self.rows)
-        return sum(
-            1
-            for row in self.rows.values()
-            if selection.matches_fields(row) and all(w in row.text for w in words)
-        )
+        rows = tuple(self.rows.values())  # at once: the UI thread may add rows while this counts
+        return sum(1 for row in rows if selection.matches_fields(row) and all(w in row.text for w in words))
 
     def _candidates(
         self, statuses: tuple[Status, ...], starred: bool, sort: Sort, always: Collection[str]
@@ -479,7 +476,9 @@ class QueueIndex:
         if not narrow:
             return list(self.order(sort))
         picked = [
-            r for r in rows.values() if (not starred or r.starred) and (not statuses or r.status in statuses)
+            r
+            for r in tuple(rows.values())  # at once: the UI thread may add rows meanwhile (a count)
+            if (not starred or r.starred) and (not statuses or r.status in statuses)
         ]
         seen = {r.id for r in picked}
         picked += [rows[pid] for pid in always if pid in rows and pid not in seen]
