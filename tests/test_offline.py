@@ -225,6 +225,11 @@ def test_a_damaged_or_unwritable_lexicon_file_costs_a_full_pass_and_nothing_else
     real_stems = lexicon.stems
     monkeypatch.setattr(lexicon, "stems", lambda text: read.append(text) or real_stems(text))
     assert _relevance(store) == expected and read == []  # the damaged file was written anew
+    # Rows made by another engine, release or stemmer are not used.
+    made_by = lexicon._MADE_BY
+    monkeypatch.setattr(lexicon, "_MADE_BY", (*made_by[:2], "offline-0", *made_by[3:]))
+    assert _relevance(store) == expected and len(read) == 33
+    read.clear()
     lexicon_file.unlink()
     lexicon_file.mkdir()  # where the file goes, something that is not one
     assert _relevance(store) == expected  # a cache that cannot be read or written is passed over

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,20 @@ from scipy import sparse
 
 from assistant import __version__
 from assistant.cache import read_pickle, write_pickle
-from assistant.triage.offline import Corpus, _counts, stems
+from assistant.triage.keys import OFFLINE_VERSION
+from assistant.triage.offline import HASH_FEATURES, Corpus, _counts, stems
 
-# What the kept rows were made by: a new release may split, stem or hash differently.
+# What the kept rows were made by: another engine, release, stemmer or hasher may split, stem
+# or hash differently.
 VERSION = 1
-_MADE_BY = (VERSION, __version__)
+_MADE_BY = (
+    VERSION,
+    __version__,
+    OFFLINE_VERSION,
+    HASH_FEATURES,
+    version("PyStemmer"),
+    version("scikit-learn"),
+)
 # Counts are kept in the smallest of these that holds them (most texts say no word 256 times).
 _COUNTS = (np.uint8, np.uint16)
 DIGEST = 16  # bytes of a text's BLAKE2b digest
@@ -94,7 +104,7 @@ def corpus(
     does not hold (and keeping the rows of these documents in it for the next time)."""
     if not documents:
         return Corpus.build(ids, documents, vectors)
-    kept = (_Kept.read(path) if path.exists() else None) or _Kept.empty()
+    kept = _Kept.read(path) or _Kept.empty()  # none yet, damaged, unreadable: none
     known = {d: n for n, d in enumerate(kept.digests)}
     fresh: dict[bytes, int] = {}  # a new text's digest -> its row after the kept ones
     texts: list[str] = []
