@@ -69,14 +69,21 @@ class Reads(Connection):
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored vectors of these papers."""
-        out: dict[str, list[float]] = {}
+        return {pid: list(map(float, vec)) for pid, vec in self.embedding_arrays(ids).items()}
+
+    def embedding_arrays(self, ids: Sequence[str]) -> dict[str, Any]:
+        """The stored vectors of these papers as float32 arrays, what a matrix of them is made
+        from (every paper's vector as Python floats took ~3 s of CPU at 100k papers)."""
+        import numpy as np
+
+        out: dict[str, Any] = {}
         for start in range(0, len(ids), self._batch):
             res = self.collection.get(ids=list(ids[start : start + self._batch]), include=["embeddings"])
             vectors = res["embeddings"]
             if vectors is None:
                 continue
             for pid, vec in zip(res["ids"], vectors, strict=True):
-                out[pid] = list(map(float, vec))
+                out[pid] = np.asarray(vec, dtype=np.float32)
         return out
 
     def vectors(self, ids: Sequence[str]) -> dict[str, tuple[str, bytes]]:

@@ -105,7 +105,7 @@ def tag_offline(
     score = list(documents) if rank_all else todo
     if score:
         # Every paper's vector: feedback looks for a topic's best matches in the whole store.
-        vectors = store.embeddings(list(documents))
+        vectors = store.embedding_arrays(list(documents))
         # Each text's counts are kept between runs: only the texts not seen before are read.
         lexicon_file = cache_file("lexicon", store.data_key)
         corpus = lexicon.corpus(list(documents), list(documents.values()), vectors, lexicon_file)
