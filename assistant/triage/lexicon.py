@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +33,17 @@ from assistant.triage.offline import HASH_FEATURES, Corpus, _counts, stems
 # What the kept rows were made by: another engine, release, stemmer or hasher may split, stem
 # or hash differently.
 VERSION = 1
-_MADE_BY = (
-    VERSION,
-    __version__,
-    OFFLINE_VERSION,
-    HASH_FEATURES,
-    version("PyStemmer"),
-    version("scikit-learn"),
-)
+
+
+def _version(distribution: str) -> str:
+    try:
+        return version(distribution)
+    except PackageNotFoundError:  # installed without its metadata: the release then decides
+        return ""
+
+
+_STEMMER, _HASHER = _version("PyStemmer"), _version("scikit-learn")
+_MADE_BY = (VERSION, __version__, OFFLINE_VERSION, HASH_FEATURES, _STEMMER, _HASHER)
 # Counts are kept in the smallest of these that holds them (most texts say no word 256 times).
 _COUNTS = (np.uint8, np.uint16)
 DIGEST = 16  # bytes of a text's BLAKE2b digest
