@@ -199,7 +199,8 @@ class Connection:
         self.lock_path: Path | None = None
         self._thread_lock = threading.RLock()
         self._prepared: dict[str, Any] = {}  # text -> vector, embedded ahead of a write
-        self._holding = False  # whether this store's writer lock is held (by the thread in _thread_lock)
+        # The thread holding this store's writer lock (the one in _thread_lock), or None.
+        self._holder: int | None = None
         self.snapshot: str | None = None  # why this is a temporary copy of the store, if it is
         self.mirror: Mirror | None = None
         # Whose window on the papers this is (`assistant.store.people`): set when the store is
@@ -215,7 +216,6 @@ class Connection:
         # and the waits owed by requests made inside the writer lock (`paced`).
         self.pace = niced_pace() if settings.chroma_url else 0.0
         self._owed = 0.0
-        self._holder: int | None = None  # the thread holding the writer lock
 
     @classmethod
     def open_for_reading(cls, settings: Settings, embedder: Any | None = None) -> Self:
@@ -612,18 +612,18 @@ class Connection:
             yield
             return
         with self._thread_lock:
-            if self._holding:
+            if self._holder is not None:  # this thread's own: _thread_lock is re-entrant
                 yield
                 return
             if self.path is not None and not self.path.is_dir():
                 raise store_gone(self.location)  # its lock file would make the folder again
             try:
                 with _file_lock(self.lock_path, make_dir=self.path is None):
-                    self._holding, self._holder = True, threading.get_ident()
+                    self._holder = threading.get_ident()
                     try:
                         yield
                     finally:
-                        self._holding, self._holder = False, None
+                        self._holder = None
             finally:
                 owed, self._owed = self._owed, 0.0
         if owed:
