@@ -155,7 +155,7 @@ def _read(texts: list[str], kept: _Kept) -> tuple[sparse.csr_matrix, sparse.csr_
         shape=(len(texts), len(vocabulary)),
     )
     counts = _stack(kept.counts, _stored(_counts(texts, tokens)))
-    return counts, _stack(kept.stems, new_stems, len(vocabulary)), vocabulary
+    return counts, _stack(kept.stems, new_stems), vocabulary
 
 
 def _save(path: Path, every: _Kept, used: np.ndarray) -> None:
@@ -185,10 +185,9 @@ def _stored(counts: sparse.csr_matrix) -> sparse.csr_matrix:
     return counts.astype(np.float32)
 
 
-def _stack(kept: sparse.csr_matrix, new: sparse.csr_matrix, width: int | None = None) -> sparse.csr_matrix:
-    """New rows under the kept ones (as wide as the wider, or `width`)."""
-    columns = width if width is not None else max(kept.shape[1], new.shape[1])
-    parts = [_wide(m, columns) for m in (kept, new) if m.shape[0]]
+def _stack(kept: sparse.csr_matrix, new: sparse.csr_matrix) -> sparse.csr_matrix:
+    """New rows under the kept ones, as wide as the new (the vocabulary only grows)."""
+    parts = [_wide(m, new.shape[1]) for m in (kept, new) if m.shape[0]]
     dtype = np.result_type(*(m.dtype for m in parts))
     return sparse.vstack([m.astype(dtype) for m in parts], format="csr") if len(parts) > 1 else parts[0]
 
