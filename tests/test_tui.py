@@ -611,6 +611,57 @@ def test_decisions_retrain_the_personal_model_and_the_queue_follows(
     drive(app, script)
 
 
+def test_the_personal_model_reads_texts_for_other_writers_papers_not_for_each_decision(
+    assessed: Settings, tmp_path: Path
+) -> None:
+    """Deciding retrains the model without reading any paper's text again (on a lab's server
+    that was three requests per decision); a paper another process adds is read in and ranked."""
+    app = make_app(assessed, tmp_path, refresh=0.3)
+    reads: list[tuple[str, list[str]]] = []
+
+    def spied(name: str) -> None:
+        real = getattr(app.store, name)
+
+        def read(ids: Any) -> Any:
+            reads.append((name, list(ids)))
+            return real(ids)
+
+        setattr(app.store, name, read)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        assert app.texts is not None and app.ranking is not None
+        spied("documents")
+        spied("texts")
+        for key in "axax":
+            await pilot.press(key)
+            await pilot.pause(0.4)  # the refresh runs meanwhile, and reads the decisions back
+        app.schedule_retrain()
+        await settle(pilot)
+        await pilot.pause(1.0)
+        await settle(pilot)
+        assert app.ranking.fit.decided == 4
+        assert reads == []
+        paper = Paper.create(
+            title="Retrieval-augmented generation for citation screening",
+            abstract="We retrieve passages before generating an answer to a screening question.",
+            authors=["A. Writer"],
+            sources=["elsewhere"],
+        )
+        reopen(assessed).upsert_papers([paper])
+        for _ in range(60):
+            await pilot.pause(0.2)
+            if paper.id in app.texts.position and paper.id in app.ranking.relevance_order():
+                break
+        await settle(pilot)
+        assert paper.id in app.texts.position
+        assert paper.id in app.ranking.relevance_order()
+        assert ("texts", [paper.id]) in reads
+        assert all(ids == [paper.id] for name, ids in reads if name == "texts")
+
+    drive(app, script)
+
+
 def test_the_cursor_opens_on_the_top_of_the_blended_queue(assessed: Settings, tmp_path: Path) -> None:
     """Decisions made before the UI opens: once the model is ready the queue is re-ordered, and
     a cursor left on the first row moves with it to the blend's top (pressing `a` at once must

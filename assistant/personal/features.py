@@ -430,8 +430,11 @@ class TextFeatures:
         changed = [pid for pid, _ in store.changed_since(self.stamp - REFRESH_OVERLAP)]
         if not changed:
             return False  # the stamp may stay: nothing was written since it
-        # A decision or a note stamps a paper too: only a new paper or a new text is read in.
-        texts = [t for t in store.texts(changed) if self._known_digest(t[0]) != _digest(t[1])]
+        # A decision or a note stamps a paper too: only a new paper or a new text is read in,
+        # and only its vector is read (a vector is ~8 KB through a server, a text ~1 KB).
+        documents = store.documents(changed)
+        new = [pid for pid, doc in documents.items() if self._known_digest(pid) != _digest(doc)]
+        texts = store.texts(new) if new else []
         if texts and self.transformer() is None and self._vectorizer() is None:
             self.build(store, on_progress)  # its file is gone or damaged: fit it again
             self.stamp = started

@@ -45,7 +45,8 @@ if TYPE_CHECKING:  # the personal model's modules (numpy) load after the first s
 # A new ranking re-sorts the queue once the keys have paused this long (seconds): a researcher
 # moving through the queue does not see it re-sort under the cursor, nor wait on the re-sort.
 RESORT_AFTER_KEYS = 0.4
-AHEAD = 3  # papers below the cursor a server store's UI reads ahead (and the one above)
+AHEAD = 3  # papers below the cursor a server store's UI keeps read ahead (and the one above)
+AHEAD_READ = 12  # and reads at once when one of them is missing: a request per dozen decisions
 KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
 
 
@@ -126,6 +127,7 @@ class QueueView(App[None]):
         self._focus_before_search: Widget | None = None  # where the focus goes back after `/`
         self.ranking: Ranking | None = None
         self.texts: TextFeatures | None = None
+        self._texts_due = False  # the text features must read what other processes wrote
         self._retrain_timer: Any = None
         self._retrain_pending = False
         # When a key (or a click) last came (time.monotonic()), and a ranking made meanwhile that
@@ -353,9 +355,9 @@ class QueueView(App[None]):
             return
         shown, at = self.shown, self.table.cursor_row
         near = shown[at + 1 : at + 1 + AHEAD] + shown[max(0, at - 1) : at]
-        missing = [pid for pid in near if self._read_ahead(pid) is None]
-        if missing:
-            self._read_papers_ahead(missing)
+        if any(self._read_ahead(pid) is None for pid in near):
+            block = shown[at + 1 : at + 1 + AHEAD_READ] + shown[max(0, at - 1) : at]
+            self._read_papers_ahead([pid for pid in block if self._read_ahead(pid) is None])
 
     @work(thread=True, exclusive=True, group="ahead")
     def _read_papers_ahead(self, ids: list[str]) -> None:
@@ -368,7 +370,7 @@ class QueueView(App[None]):
             return
         ahead = dict(self._ahead)
         ahead.update((i.paper.id, (i, stamps[i.paper.id], read_at)) for i in items)
-        self._ahead = dict(list(ahead.items())[-4 * AHEAD :])  # swapped whole: the UI reads it
+        self._ahead = dict(list(ahead.items())[-3 * AHEAD_READ :])  # swapped whole: the UI reads it
 
     def update_rows(self, ids: list[str]) -> None:
         """Re-read these papers' rows from the store and redraw them where they are shown."""

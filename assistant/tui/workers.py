@@ -136,6 +136,10 @@ class Workers(QueueView):
         current = self.current_id()
         rewritten = any(r.id == current and r.touched > self._detail_shown_at for r in rows)
         fresh = [r for r in rows if self.index.rows.get(r.id) != r]
+        # A paper new to this UI, or written by another process (it may have a new text): not a
+        # paper whose only change is this UI's own write, stamped before it landed.
+        if gone or any(r.touched > self._written.get(r.id, 0.0) for r in fresh):
+            self._texts_due = True
         if any(_teaches(self.index.rows.get(r.id), r) for r in fresh):
             self.schedule_retrain()
         if fresh:
@@ -184,11 +188,21 @@ class Workers(QueueView):
             self.call_from_thread(self.say, "Reading the store for the personal model (once; then cached)…")
             self.texts, notes = load_features(self.store, self.cache_dir)
             self.call_from_thread(self.say, self.idle_text())
-        elif self.texts.refresh(self.store):
+        elif self._texts_due:
+            # Only when a refresh brought another process's writes: this UI's decisions change
+            # no text, and reading what changed for each of them cost a lab's server three
+            # requests per decision.
+            self._texts_due = False
             try:
-                self.texts.save(self.cache_dir)
-            except OSError:
-                pass  # only a cache: the next opening rebuilds it
+                refreshed = self.texts.refresh(self.store)
+            except BaseException:
+                self._texts_due = True
+                raise
+            if refreshed:
+                try:
+                    self.texts.save(self.cache_dir)
+                except OSError:
+                    pass  # only a cache: the next opening rebuilds it
         version = self.index.version
         rows = list(self.index.rows.values())
         topics = [t.name for t in self.agenda.topics] if self.agenda else []
