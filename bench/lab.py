@@ -162,7 +162,8 @@ async def review(name: str, url: str, agenda_path: Path, seconds: int, offset: i
     from assistant.tui.app import ReviewApp
 
     settings = load_settings(chroma_url=url, user=name, agenda=agenda_path)
-    app = ReviewApp(Store.open(settings), settings, load_agenda(agenda_path), refresh_every=3600)
+    # Refreshed from the store every 3 s, as `triage review` is: what the others write comes in.
+    app = ReviewApp(Store.open(settings), settings, load_agenda(agenda_path))
 
     decisions: list[dict[str, Any]] = []
     async with app.run_test(size=(170, 45)) as pilot:
