@@ -23,8 +23,8 @@ CHROMA_SETTINGS = chromadb.config.Settings(anonymized_telemetry=False)
 
 RECORDS: list[dict[str, Any]] = [
     {"k": 1, "s": "q", "l": ["u", "v"], "b": True, "relevance": 7.5, "status": "accepted", "touched": 10.0},
-    {"k": 2.5, "status": "new", "starred": True, "touched": 3},
-    {"s": "r", "b": False, "relevance": 0.0, "status": "rejected", "l": ["w"]},
+    {"k": 2.5, "status": "new", "starred": True, "touched": 3, "a:h:touched": 1.0},
+    {"s": "r", "b": False, "relevance": 0.0, "status": "rejected", "l": ["w"], "a:h:touched": 9.0},
     {"k": 0, "relevance": -1.0, "status": "new", "touched": 7.5},
 ]
 WHERES: list[dict[str, Any]] = [
@@ -46,6 +46,10 @@ WHERES: list[dict[str, Any]] = [
     {"$or": [{"status": {"$ne": "new"}}, {"starred": True}]},
     {"touched": {"$gt": 5.0}},
     {"touched": {"$gt": 2.5}},
+    {"touched": {"$gt": 8.0}},
+    {"a:h:touched": {"$gt": 0.5}},
+    {"$or": [{"touched": {"$gt": 5.0}}, {"a:h:touched": {"$gt": 5.0}}]},
+    {"$or": [{"touched": {"$gt": 2.0}}, {"a:h:touched": {"$gt": 2.0}}]},
 ]
 
 
@@ -238,6 +242,45 @@ def test_search_reads_the_mirror_and_finds_what_chroma_finds(tmp_path: Path) -> 
     accepted = chroma.search("language models", k=3, where={"status": "accepted"})
     assert lines[2].split() == [h.item.paper.id for h in accepted] and set(lines[2].split()) <= set(ids[:4])
     assert lines[3].split() == [h.item.paper.id for h in chroma.neighbours(got[0][0], k=3)]
+
+
+def test_a_queued_assessment_for_another_agenda_is_stamped_for_that_agenda_when_applied(
+    tmp_path: Path,
+) -> None:
+    from assistant.agenda import parse_agenda
+    from assistant.triage.batch import tag_offline
+
+    _, ids = _store(tmp_path)
+    a_md, b_md = tmp_path / "a.md", tmp_path / "b.md"
+    a_md.write_text("# A\n\n## Adapters\n\nAdapters and LoRA.\n", encoding="utf-8")
+    b_md.write_text("# B\n\n## Routing\n\nMixture-of-experts routing.\n", encoding="utf-8")
+    alice = load_settings(store=tmp_path / "store", user="alice", agenda=a_md)
+    tagged = Store.open(alice)
+    tag_offline(tagged, parse_agenda(a_md.read_text(encoding="utf-8")))
+    tagged.collection.peek(1)  # the plain agenda's assessments applied (and stamped) now
+    before = time.time()
+    time.sleep(0.05)
+    # Bob (another agenda) assesses a paper in a process that never opens Chroma: queued.
+    out = _run(
+        tmp_path,
+        f"store = Store.open(load_settings(store=sys.argv[1], user='bob', agenda={str(b_md)!r}))\n"
+        "from assistant.models import Assessment\n"
+        f"store.set_assessments({{{ids[0]!r}: Assessment(engine='offline', relevance=4.0, key='k')}})\n"
+        "print(store.view.slot is not None, store.connected, store.pending.waiting())",
+    )
+    assert out.split() == ["True", "False", "True"]
+    time.sleep(0.05)
+    applied = time.time()
+    bob = Store.open(load_settings(store=tmp_path / "store", user="bob", agenda=b_md))
+    bob.collection.peek(1)  # opens Chroma: the queue is applied
+    assert bob.pending is not None and not bob.pending.waiting()
+    client = chromadb.PersistentClient(path=str(tmp_path / "store"), settings=CHROMA_SETTINGS)
+    meta = client.get_collection("papers").get(ids=[ids[0]])["metadatas"][0]  # type: ignore[index]
+    stamp = [k for k in meta if k.startswith("a:") and k.endswith(":touched")]
+    assert len(stamp) == 1 and float(meta[stamp[0]]) >= applied  # type: ignore[arg-type]
+    assert float(meta["touched"]) < before  # type: ignore[arg-type]
+    assert [pid for pid, _ in bob.changed_since(before)] == [ids[0]]
+    assert Store.open(alice).changed_since(before) == []
 
 
 def test_a_drain_cut_short_is_applied_again_and_changes_nothing_twice(tmp_path: Path) -> None:

@@ -344,6 +344,49 @@ def test_a_second_agenda_keeps_its_assessments_when_the_first_moves_to_it(tmp_pa
     assert kept is not None and kept.assessment is not None and kept.assessment.agenda_hash == a_hash
 
 
+def test_tagging_for_another_agenda_is_news_only_to_that_agendas_readers(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Bob's `tag` for his agenda writes every paper: Alice's refreshes (her review UI every 3 s,
+    her `daily`) read none of them again; Bob's do, and decisions are news to everyone."""
+    import time
+
+    from assistant.agenda import parse_agenda
+    from assistant.triage.batch import tag_offline
+
+    a_md, b_md = tmp_path / "a.md", tmp_path / "b.md"
+    a_md.write_text("# A\n\n## Adapters\n\nAdapters and LoRA.\n", encoding="utf-8")
+    b_md.write_text(AGENDA_B, encoding="utf-8")
+    alice = Store.open(settings.model_copy(update={"user": "alice", "agenda": a_md}))
+    papers = [paper(1, "Adapters for everyone"), paper(2, "Routing in experts"), paper(3, "Serving")]
+    alice.upsert_papers(papers)
+    tag_offline(alice, parse_agenda(a_md.read_text(encoding="utf-8")))
+    ids = {p.id for p in papers}
+    before = time.time()
+    time.sleep(0.05)
+    bob = Store.open(settings.model_copy(update={"user": "bob", "agenda": b_md}))
+    tag_offline(bob, parse_agenda(AGENDA_B))
+    assert bob.view.slot is not None
+    # Read again by both, each process new (a queue of writes applied on opening stamps the same).
+    alice = Store.open(settings.model_copy(update={"user": "alice", "agenda": a_md}))
+    bob = Store.open(settings.model_copy(update={"user": "bob", "agenda": b_md}))
+    assert alice.changed_since(before) == []
+    assert list(alice.iter_ids({"touched": {"$gt": before}})) == []
+    theirs = dict(bob.changed_since(before))
+    assert set(theirs) == ids
+    assert all(meta["touched"] > before for meta in theirs.values())
+    assert set(bob.iter_ids({"$and": [{"touched": {"$gt": before}}, {"relevance": {"$gte": 0.0}}]})) == ids
+    # Alice's stamps are as they were; no one's plain `touched` moved.
+    stored = dict(alice.iter_metadata(stored=True))
+    assert all(meta["touched"] < before for meta in stored.values())
+    # A decision is everyone's news, whatever their agenda.
+    decided = time.time()
+    time.sleep(0.05)
+    alice.set_status(["arxiv:2501.00001"], Status.ACCEPTED)
+    for who in (alice, bob):
+        assert [pid for pid, _ in who.changed_since(decided)] == ["arxiv:2501.00001"]
+
+
 def test_the_lab_view_leaves_out_what_an_import_accepted(settings: Settings) -> None:
     from assistant.lab import build
 

@@ -51,7 +51,7 @@ from assistant.store.mirror import (
     remove_other_layouts,
 )
 from assistant.store.pending import Pending, Write
-from assistant.store.people import PLAIN, View
+from assistant.store.people import PLAIN, STAMP, View, stamp_key
 from assistant.store.server import SERVER_TIMEOUT as SERVER_TIMEOUT
 from assistant.store.server import http_client, niced_pace, server_refusal
 
@@ -519,9 +519,8 @@ class Connection:
                 for w in writes:
                     call: dict[str, Any] = {"ids": w.ids}
                     if w.metadatas is not None:
-                        call["metadatas"] = [
-                            {**(m or {}), "touched": now} if w.kind == PAPERS else m for m in w.metadatas
-                        ]
+                        stamped = [_restamped(m, now) for m in w.metadatas]
+                        call["metadatas"] = stamped if w.kind == PAPERS else w.metadatas
                     if w.documents is not None:
                         call["documents"] = w.documents
                     if w.kind == META and w.op == "upsert":
@@ -628,6 +627,14 @@ class Connection:
                 owed, self._owed = self._owed, 0.0
         if owed:
             time.sleep(owed)  # the pauses of the requests made under the lock, once it is let go
+
+
+def _restamped(meta: dict[str, Any] | None, now: float) -> dict[str, Any]:
+    """A queued paper's write stamped as applied now: its stamp (`touched`, or the agenda's
+    whose assessment it writes), `touched` if it carries none."""
+    meta = dict(meta or {})
+    stamps = [k for k in meta if stamp_key(k)] or [STAMP]
+    return {**meta, **dict.fromkeys(stamps, now)}
 
 
 def _overlay(rows: list[Row], writes: Sequence[Write]) -> list[Row]:

@@ -25,9 +25,9 @@ from typing import Any
 from assistant.cache import cache_file
 from assistant.store import vectors as vector_file
 from assistant.store.filters import terms
-from assistant.store.people import AGENDA_PREFIX, PERSON_PREFIX
+from assistant.store.people import AGENDA_PREFIX, PERSON_PREFIX, stamp_key
 
-VERSION = 5
+VERSION = 6
 PAPERS, META = 0, 1  # the two collections
 # Metadata keys kept apart from the rest: long texts no `where` looks at, so that a filter reads
 # only the short keys.
@@ -94,19 +94,31 @@ def _long(key: str) -> bool:
 
 
 def _touched(meta: dict[str, Any] | None) -> float | None:
-    """A record's `touched` stamp (when it was last written), kept in an indexed column."""
-    value = (meta or {}).get("touched")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """When a record was last written, kept in an indexed column: the latest of its stamps
+    (`touched`, and each agenda's `a:<hash>:touched`, `assistant.store.people`)."""
+    stamps = [float(v) for k, v in (meta or {}).items() if stamp_key(k) and _number(v)]
+    return max(stamps) if stamps else None
 
 
 def _touched_after(where: dict[str, Any]) -> float | None:
-    """The stamp of a `{"touched": {"$gt": stamp}}` filter, which the index answers."""
-    clause = where.get("touched") if len(where) == 1 else None
-    if isinstance(clause, dict) and len(clause) == 1 and "$gt" in clause:
+    """The stamp of a filter the index on when records were written narrows: `{"touched":
+    {"$gt": stamp}}`, or `$or` of such tests of stamps (a person reading with another agenda).
+    The records the index finds are a superset: the filter is then tested on each."""
+    if len(where) != 1:
+        return None
+    ((key, clause),) = where.items()
+    if key == "$or" and isinstance(clause, list) and clause:
+        found = {_touched_after(w) if isinstance(w, dict) else None for w in clause}
+        return found.pop() if len(found) == 1 else None
+    if stamp_key(key) and isinstance(clause, dict) and len(clause) == 1 and "$gt" in clause:
         value = clause["$gt"]
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if _number(value):
             return float(value)
     return None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _unpack(short: bytes | None, long: bytes | None = None) -> dict[str, Any] | None:

@@ -340,11 +340,13 @@ class Mirror(MirrorFile):
         since = _touched_after(where)
         exact = lookups(where)
         if since is not None:  # `changed_since`: by the index on when records were written
+            test = matcher(where)
             found = [
                 n
-                for (n,) in self.db.execute(
-                    "SELECT n FROM records WHERE kind = ? AND touched > ? ORDER BY n", (kind, since)
+                for n, meta in self.db.execute(
+                    "SELECT n, meta FROM records WHERE kind = ? AND touched > ? ORDER BY n", (kind, since)
                 )
+                if test(marshal.loads(meta) if meta is not None else {})
             ]
         elif exact is not None:
             found = sorted(self._lookup(kind, exact))

@@ -73,10 +73,20 @@ ASSESSED = frozenset(
     {"assessment", "relevance", "assessed_key", "engine", "tags", "failed", "failed_key", "failed_reason"}
 )
 AGENDA_PREFIX = "a:"
+# When a paper was last written (`touched`): what every refresh and "changed since" reads. A
+# write of another agenda's assessment alone (`triage tag` with a second agenda: 100k papers)
+# is stamped under that agenda, `a:<hash>:touched`, so that only the readers of that agenda
+# read those papers again, not every person's review UI and `daily`.
+STAMP = "touched"
 
 
 def agenda_key(agenda: str, key: str) -> str:
     return f"{AGENDA_PREFIX}{agenda}:{key}"
+
+
+def stamp_key(key: str) -> bool:
+    """Whether a stored key is a paper's stamp: `touched`, or an agenda's `a:<hash>:touched`."""
+    return key == STAMP or (key.startswith(AGENDA_PREFIX) and key.endswith(":" + STAMP))
 
 
 @dataclass(frozen=True)
@@ -117,19 +127,27 @@ class View:
         return person_key(self.person, key) if not self.first and personal(key) else key
 
     def where(self, where: dict[str, Any] | None) -> dict[str, Any] | None:
-        """A filter on plain keys as a filter on the stored ones."""
+        """A filter on plain keys as a filter on the stored ones (a test of `touched` tests this
+        agenda's stamp too)."""
         if where is None or self.plain:
             return where
-        return _rename_where(where, self.key)
+        renamed = _rename_where(where, self.key)
+        return renamed if self.slot is None else _either_stamp(renamed, agenda_key(self.slot, STAMP))
 
     def written(self, meta: dict[str, Any] | None) -> dict[str, Any] | None:
         """Metadata to write, its plain keys renamed to the stored ones (a paper put in a shared
-        list is marked as added by this person)."""
+        list is marked as added by this person; a write of this agenda's assessment alone is
+        stamped under the agenda)."""
         if meta is None or self.plain:
             return meta
+        assessing = (
+            self.slot is not None
+            and any(k in ASSESSED for k in meta)
+            and all(k in ASSESSED or k == STAMP for k in meta)
+        )
         out: dict[str, Any] = {}
         for k, v in meta.items():
-            stored = self.key(k)
+            stored = self.key(k) if not (assessing and k == STAMP) else agenda_key(str(self.slot), STAMP)
             out[stored] = v
             if stored.startswith(SHARED_PREFIX):
                 out[stored + ADDED_BY] = self.person if v else None
@@ -163,11 +181,34 @@ class View:
             # not assessed yet is unassessed (`triage tag` assesses it).
             for k in ASSESSED:
                 out.pop(k, None)
+            candidates: list[Any] = [out.get(STAMP), assessed.pop(STAMP, None)]
+            stamps = [float(s) for s in candidates if _number(s)]
             out.update(assessed)
+            if stamps:
+                out[STAMP] = max(stamps)  # written last by anyone, or for this agenda
         return out
 
     def read_all(self, metas: Iterable[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
         return [self.read(m) for m in metas]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _either_stamp(where: dict[str, Any], other: str) -> dict[str, Any]:
+    """A filter with each test of `touched` made a test of `touched` or of `other` (this
+    agenda's stamp)."""
+    out: dict[str, Any] = {}
+    for k, v in where.items():
+        if k in ("$and", "$or") and isinstance(v, list):
+            out[k] = [_either_stamp(w, other) if isinstance(w, dict) else w for w in v]
+        else:
+            out[k] = v
+    if STAMP not in out:
+        return out
+    either = {"$or": [{STAMP: out[STAMP]}, {other: out.pop(STAMP)}]}
+    return {"$and": [either, *({k: v} for k, v in out.items())]} if out else either
 
 
 def _rename_where(where: dict[str, Any], rename: Any) -> dict[str, Any]:
