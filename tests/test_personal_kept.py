@@ -333,3 +333,31 @@ def test_the_rows_kept_as_a_delta_are_the_rows_read_in_full(decided: Path, tmp_p
     # A damaged delta: the rows written since the full file are read again.
     (folder / rows_module.DELTA_FILE).write_bytes(b"damaged")
     assert kept() == truth()
+
+
+def test_a_reader_whose_generation_is_replaced_meanwhile_reads_the_new_one(
+    decided: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review UI saves a new generation (and removes the old files) just after `daily` read
+    the pickle naming the old one: `daily` reads the new one, not the whole store again."""
+    import assistant.personal.features as features_module
+
+    texts, _ = load_features(Store.open(load_settings()))
+    old = texts.generation
+    writer, _ = TextFeatures.open(Store.open(load_settings()))
+    pid, text, vector = Store.open(load_settings()).texts([writer.ids[0]])[0]
+    writer.update([(pid, text + " Also pruning attention heads.", vector)])
+    real = features_module.mapped
+    replaced: list[str] = []
+
+    def mapped(path: Path) -> np.ndarray:
+        if not replaced:  # the other process's save lands between the pickle and the rows
+            writer.save()
+            replaced.append(writer.generation)
+        return real(path)
+
+    monkeypatch.setattr(features_module, "mapped", mapped)
+    reader, note = TextFeatures.open(Store.open(load_settings()))
+    assert note is None
+    assert replaced and replaced[0] != old
+    assert reader.built and reader.generation == replaced[0] and len(reader.ids) == len(texts.ids)

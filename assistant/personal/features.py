@@ -46,6 +46,7 @@ REFRESH_OVERLAP = 10.0  # seconds: a write is stamped a moment before it commits
 WORD_FEATURES = 20_000
 ROW_FILES = ("data", "indices", "indptr", "vectors", "digests")
 APPEND_LOCK = "append.lock"  # held by the one writer appending new papers to the files
+READ_TRIES = 5  # reads of the cache when another process replaces it meanwhile
 
 
 def vectorizer() -> TfidfVectorizer:
@@ -209,14 +210,21 @@ class TextFeatures:
         path = features_cache(location, cache_dir)
         if not path.exists():
             return cls(location=location), None
-        try:
-            features = cls._read(path, location)
-        except Exception as exc:  # any unreadable cache is rebuilt from the store
-            return cls(location=location), (
-                f"the personal model's cache {path} could not be read ({type(exc).__name__}); "
-                "it is rebuilt from the store"
-            )
-        return features if features is not None else cls(location=location), None
+        for attempt in range(READ_TRIES):
+            named = _identity(path)
+            try:
+                features = cls._read(path, location)
+            except Exception as exc:  # any unreadable cache is rebuilt from the store
+                if attempt + 1 < READ_TRIES and _identity(path) != named:
+                    # Another process (a review UI beside `daily`) put a new generation in
+                    # place and removed the files of the one named when this read began.
+                    continue
+                return cls(location=location), (
+                    f"the personal model's cache {path} could not be read ({type(exc).__name__}); "
+                    "it is rebuilt from the store"
+                )
+            return features if features is not None else cls(location=location), None
+        raise AssertionError("unreachable")
 
     @classmethod
     def _read(cls, path: Path, location: str) -> TextFeatures | None:
@@ -538,6 +546,15 @@ class TextFeatures:
             vectors[known] = self.vectors[at[known]]
         words = self.words.take(at) if len(self.ids) else CSR.empty(len(ids), self.words.shape[1])
         return words, vectors
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """Which file is at `path` now (a pickle is replaced whole: a new one is another inode)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
 def _digest(document: str) -> int:
