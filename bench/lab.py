@@ -293,7 +293,14 @@ def main() -> None:
             # model and of the offline engine): not counted.
             warm, _ = daily(curator, records[: args.new], "warm")
             print(f"daily, first run (not counted): {warm:.1f} s", file=sys.stderr)
+            server_before, children = proc_cpu(server.pid), resource.getrusage(resource.RUSAGE_CHILDREN)
             alone, _ = daily(curator, records[args.new : 2 * args.new], "alone")
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu_alone = {
+                "window_s": round(alone, 1),
+                "chroma server": round(proc_cpu(server.pid) - server_before, 1),
+                "daily": round(after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime, 1),
+            }
             print(f"daily alone: {alone:.1f} s", file=sys.stderr)
 
             names = [f"r{i + 1}" for i in range(args.reviewers)]
@@ -369,6 +376,7 @@ def main() -> None:
             "daily_together_s": round(together, 2),
             "daily_ratio": round(ratio, 3),
             "placement": placement,
+            "cpu_seconds_alone": cpu_alone,
             "cpu_seconds_while_together": cpu,
         }
     )
@@ -389,6 +397,7 @@ def main() -> None:
         extra,
     )
     print(f"daily together / alone = {ratio:.2f} (target 1.2)")
+    print("CPU seconds while daily ran alone: " + ", ".join(f"{k} {v}" for k, v in cpu_alone.items()))
     print(
         "CPU seconds while daily ran beside the reviewers: " + ", ".join(f"{k} {v}" for k, v in cpu.items())
     )
