@@ -7,8 +7,10 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -287,7 +289,10 @@ def test_a_new_generation_of_features_leaves_the_other_kept_state_alone(decided:
     folder = cache_folder(texts.cache_path())
     kept = {p.name for p in folder.iterdir() if not p.name.startswith(old)}
     assert {"rows.pickle", "topics.pickle", "fit.pickle"} <= kept
-    # A paper's text changes: its row is replaced, and every row is written anew.
+    # A paper's text changes: its row is replaced, and every row is written anew. The old
+    # generation's files go once they are a minute old (another writer's may be younger).
+    for file in folder.iterdir():
+        os.utime(file, (time.time() - 120, time.time() - 120))
     pid, text, vector = Store.open(load_settings()).texts([texts.ids[0]])[0]
     texts.update([(pid, text + " Also pruning attention heads.", vector)])
     texts.save()
@@ -297,6 +302,33 @@ def test_a_new_generation_of_features_leaves_the_other_kept_state_alone(decided:
     left = {p.name for p in folder.iterdir()}
     assert {"rows.pickle", "topics.pickle", "fit.pickle"} <= left
     assert not any(name.startswith(old) for name in left)
+
+
+def test_two_processes_saving_at_once_leave_the_rows_the_cache_names(decided: Path) -> None:
+    """Five review UIs took in the same new papers and saved at once: one removed the rows
+    another had written and was about to name, and every reader rebuilt from the store."""
+    texts, _ = load_features(Store.open(load_settings()))
+    first, _ = TextFeatures.open(Store.open(load_settings()))
+    second, _ = TextFeatures.open(Store.open(load_settings()))
+    store = Store.open(load_settings())
+    for features, extra in ((first, " Also pruning."), (second, " Also distillation.")):
+        pid, text, vector = store.texts([features.ids[0]])[0]
+        features.update([(pid, text + extra, vector)])
+    real = TextFeatures._write_pickle
+
+    def in_between(self: TextFeatures, path: Path) -> None:
+        if self is second:  # its rows are written; the other saves before its pickle names them
+            first.save()
+        real(self, path)
+
+    TextFeatures._write_pickle = in_between  # type: ignore[method-assign]
+    try:
+        second.save()
+    finally:
+        TextFeatures._write_pickle = real  # type: ignore[method-assign]
+    reader, note = TextFeatures.open(Store.open(load_settings()))
+    assert note is None
+    assert reader.generation == second.generation and len(reader.ids) == len(texts.ids)
 
 
 # -- the rows kept between commands ----------------------------------------------------------
@@ -347,6 +379,8 @@ def test_a_reader_whose_generation_is_replaced_meanwhile_reads_the_new_one(
     writer, _ = TextFeatures.open(Store.open(load_settings()))
     pid, text, vector = Store.open(load_settings()).texts([writer.ids[0]])[0]
     writer.update([(pid, text + " Also pruning attention heads.", vector)])
+    for file in cache_folder(texts.cache_path()).iterdir():  # written a while ago: removed
+        os.utime(file, (time.time() - 120, time.time() - 120))
     real = features_module.mapped
     replaced: list[str] = []
 

@@ -47,6 +47,7 @@ WORD_FEATURES = 20_000
 ROW_FILES = ("data", "indices", "indptr", "vectors", "digests")
 APPEND_LOCK = "append.lock"  # held by the one writer appending new papers to the files
 READ_TRIES = 5  # reads of the cache when another process replaces it meanwhile
+WRITING = 60.0  # seconds: files of another generation this young are not removed
 
 
 def vectorizer() -> TfidfVectorizer:
@@ -323,10 +324,14 @@ class TextFeatures:
             # Only files of another generation or vocabulary go (named by a token, as these
             # are); the folder holds other derived state too (the kept training, the rows).
             token = file.name.split(".")[0]
-            if file.suffix == ".tmp":
-                if time.time() - file.stat().st_mtime < 60:
-                    continue  # another process is writing it
-            elif token in keep or not is_token(token):
+            if file.suffix != ".tmp" and (token in keep or not is_token(token)):
+                continue
+            try:
+                if time.time() - file.stat().st_mtime < WRITING:
+                    # Another process may be writing it, or have written the rows its pickle
+                    # is about to name (five review UIs saving at once named removed files).
+                    continue
+            except OSError:
                 continue
             file.unlink(missing_ok=True)
 
