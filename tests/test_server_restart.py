@@ -226,6 +226,43 @@ def test_on_a_busy_server_a_decision_waits_neither_on_its_write_nor_on_the_next_
     assert max(took) < slow, took
 
 
+def test_on_a_server_each_paper_the_detail_pane_shows_is_read_once(
+    server: Server, lab: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each decision retrains the model and the new ranking draws the pane again for the
+    highlighted paper, and the cursor moves on to papers read ahead: no paper is read from the
+    server twice (nothing else writes them), neither the one drawn again, nor one a read ahead
+    still under way brings, nor the one just decided (this session wrote it)."""
+    from collections import Counter
+
+    app = make_app(lab, tmp_path, refresh=REFRESH)
+    read: list[str] = []
+    real = Store.get_many
+
+    def counted(self: Store, ids: Any) -> Any:
+        read.extend(ids)
+        return real(self, ids)
+
+    monkeypatch.setattr(Store, "get_many", counted)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        for key in "axaxa":
+            await pilot.press(key)
+            await settle(pilot)  # written, retrained, the new ranking in place
+        assert app.ranking is not None and app.ranking.fit.decided == 5
+        assert read
+        assert {pid: n for pid, n in Counter(read).items() if n > 1} == {}
+        before = len(read)
+        await pilot.press("k")  # back to the paper decided last: read now, and shown
+        await settle(pilot)
+        back = app.current_id()
+        assert back is not None and app.index.rows[back].title[:30] in detail_text(app)
+        assert read[before:] == [back]
+
+    drive(app, script)
+
+
 def test_the_changes_files_are_where_the_recovery_files_are() -> None:
     from assistant.ingest import RECOVERY_DIR, undo_file
     from assistant.tui import recovery

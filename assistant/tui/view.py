@@ -139,6 +139,7 @@ class QueueView(App[None]):
         self._collector = IdleCollector()  # the garbage collector runs between keys
         # Papers read ahead of the cursor on a server store: (paper, its row's stamp, read at).
         self._ahead: dict[str, tuple[StoredPaper, float, float]] = {}
+        self._reading: set[str] = set()  # being read ahead now (changed in place: one call each)
         self._texts_lock = threading.Lock()
         self._features: FeatureCache | None = None
         self._trained: Trained | None = None  # the training kept on disk, once read
@@ -312,7 +313,7 @@ class QueueView(App[None]):
             self.query_one(Detail).show_unreachable(self.store.location)
             return
         else:
-            item = self._read_ahead(pid) or (self.store.get(pid) if pid else None)
+            item = self._read_ahead(pid) or (self._read_now(pid) if pid else None)
             self.read_ahead_near()
         self._detail_item = item
         stale = bool(item and self.agenda and is_stale(item, self.agenda, self.prompts))
@@ -347,6 +348,17 @@ class QueueView(App[None]):
         fresh = row.touched == touched and self._written.get(row.id, 0.0) < read_at
         return item if fresh else None
 
+    def _read_now(self, pid: str) -> StoredPaper | None:
+        """The paper read from the store, and on a server kept with the papers read ahead: the
+        pane drawn again for it (a new ranking puts the cursor back on it) reads it no more."""
+        row = self.index.rows.get(pid)
+        read_at = time.time()
+        item = self.store.get(pid)
+        if item is not None and row is not None and self.store.settings.chroma_url:
+            ahead = {**self._ahead, pid: (item, row.touched, read_at)}
+            self._ahead = dict(list(ahead.items())[-3 * AHEAD_READ :])
+        return item
+
     def read_ahead_near(self) -> None:
         """On a Chroma server, read the papers around the highlighted one (the next ones first:
         a decision moves there) in the background, so the detail pane does not wait on the server
@@ -354,10 +366,18 @@ class QueueView(App[None]):
         if not self.store.settings.chroma_url or self.server_down:
             return
         shown, at = self.shown, self.table.cursor_row
+
+        def wanted(pid: str) -> bool:
+            # Not a paper this session wrote (the one just decided, above the cursor: read
+            # if the cursor goes back to it), nor one a read still under way brings.
+            return pid not in self._written and pid not in self._reading and self._read_ahead(pid) is None
+
         near = shown[at + 1 : at + 1 + AHEAD] + shown[max(0, at - 1) : at]
-        if any(self._read_ahead(pid) is None for pid in near):
+        if any(wanted(pid) for pid in near):
             block = shown[at + 1 : at + 1 + AHEAD_READ] + shown[max(0, at - 1) : at]
-            self._read_papers_ahead([pid for pid in block if self._read_ahead(pid) is None])
+            ids = [pid for pid in block if wanted(pid)]
+            self._reading.update(ids)
+            self._read_papers_ahead(ids)
 
     @work(thread=True, exclusive=True, group="ahead")
     def _read_papers_ahead(self, ids: list[str]) -> None:
@@ -368,6 +388,8 @@ class QueueView(App[None]):
             items = self.store.get_many(list(stamps))
         except Exception:  # read when shown, as without reading ahead
             return
+        finally:
+            self._reading.difference_update(ids)
         ahead = dict(self._ahead)
         ahead.update((i.paper.id, (i, stamps[i.paper.id], read_at)) for i in items)
         self._ahead = dict(list(ahead.items())[-3 * AHEAD_READ :])  # swapped whole: the UI reads it
