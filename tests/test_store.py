@@ -165,8 +165,9 @@ def test_a_niced_process_leaves_the_server_to_the_others(
     chroma_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A batch job run with `nice -n 10` on the lab's machine waits after each request to the
-    Chroma server as long as the request took (at most half the server's time is its), so the
-    review UIs and `daily` keep theirs; a process not niced, or an embedded store, never waits."""
+    Chroma server 8.3 times as long as the request took (the share of a CPU Linux gives it
+    beside a process not niced), so the review UIs and `daily` keep theirs; a process not
+    niced, or an embedded store, never waits."""
     from assistant.store import connection
 
     clock = _Clock()
@@ -180,7 +181,14 @@ def test_a_niced_process_leaves_the_server_to_the_others(
     assert store.count() == 1 and [i.paper.title for i in store.iter_all()] == ["A paper on pacing"]
     took = time.monotonic() - started
     assert len(clock.waits) >= 2 and all(w > 0 for w in clock.waits)
-    assert sum(clock.waits) <= took  # as long as the requests took, not longer
+    assert sum(clock.waits) <= (1.25**10 - 1) * took  # 8.3 times as long as the requests took
+    assert sum(clock.waits) > took
+    from assistant.store.server import niced_pace
+
+    for niceness, pace in ((1, 0.25), (5, 2.05), (19, 68.39)):
+        monkeypatch.setattr(os, "getpriority", lambda *_, n=niceness: n)
+        assert niced_pace() == pytest.approx(pace, abs=0.01)
+    monkeypatch.setattr(os, "getpriority", lambda *_: 10)
     # Under the writer lock it waits only once the lock is let go: no other writer on this
     # machine waits on its pauses.
     clock.waits.clear()
