@@ -313,6 +313,10 @@ class QueueIndex:
         for row in rows:
             old = self.rows.get(row.id)
             if old == row:
+                if old is not None and row.touched != old.touched:
+                    # Written again with nothing sorted or counted on changed (a new abstract):
+                    # the stamp and the searched text are the new ones, in the same places.
+                    self.rows[row.id] = row
                 continue
             self.version += 1
             self._changes.append((self.version, row.id))

@@ -263,6 +263,30 @@ def test_on_a_server_each_paper_the_detail_pane_shows_is_read_once(
     drive(app, script)
 
 
+def test_on_a_server_the_pane_shows_an_abstract_another_process_found(
+    server: Server, lab: Settings, tmp_path: Path
+) -> None:
+    """A paper read (and kept) while it had no abstract gets one from another process (its
+    queue row otherwise the same): the pane, drawn again, shows the abstract."""
+    from assistant.models import Paper
+
+    app = make_app(lab, tmp_path, refresh=REFRESH)
+    bare = Paper.create(title="Sparse routing for mixture of experts", authors=["B. Writer"])
+
+    async def script(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        reopen(lab).upsert_papers([bare])
+        await until(pilot, lambda: bare.id in app.shown)
+        app.table.move_cursor(row=app.shown.index(bare.id))
+        await settle(pilot)
+        assert app.current_id() == bare.id and "Sparse routing" in detail_text(app)
+        found = bare.model_copy(update={"abstract": "Tokens are routed to a few quokka experts."})
+        reopen(lab).upsert_papers([found])
+        await until(pilot, lambda: "quokka" in detail_text(app))
+
+    drive(app, script)
+
+
 def test_the_changes_files_are_where_the_recovery_files_are() -> None:
     from assistant.ingest import RECOVERY_DIR, undo_file
     from assistant.tui import recovery

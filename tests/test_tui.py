@@ -658,6 +658,27 @@ def test_the_personal_model_reads_texts_for_other_writers_papers_not_for_each_de
         assert paper.id in app.ranking.relevance_order()
         assert ("texts", [paper.id]) in reads
         assert all(ids == [paper.id] for name, ids in reads if name == "texts")
+        # Another process adds a paper without an abstract, then finds its abstract (its queue
+        # row stays the same): the model reads the new text.
+        from assistant.personal.features import _digest
+
+        bare = Paper.create(title="Sparse routing for mixture of experts", authors=["B. Writer"])
+        reopen(assessed).upsert_papers([bare])
+        for _ in range(60):
+            await pilot.pause(0.2)
+            if bare.id in app.texts.position:
+                break
+        assert bare.id in app.texts.position
+        found = bare.model_copy(update={"abstract": "Tokens are routed to a few experts of many."})
+        other = reopen(assessed)
+        other.upsert_papers([found])
+        document = other.documents([bare.id])[bare.id]
+        assert document != bare.document
+        app.texts_every = 0.0  # (a lab's UI reads papers written again at most twice a minute)
+        await pilot.pause(1.0)  # a refresh brings the paper
+        app.schedule_retrain()
+        await settle(pilot)
+        assert app.texts._known_digest(bare.id) == _digest(document)
 
     drive(app, script)
 

@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the personal model's modules (numpy) load after the first s
 # moving through the queue does not see it re-sort under the cursor, nor wait on the re-sort.
 RESORT_AFTER_KEYS = 0.4
 AHEAD = 3  # papers below the cursor a server store's UI keeps read ahead (and the one above)
+TEXTS_EVERY = 30.0  # seconds between reads of papers other processes wrote again, for the model
 AHEAD_READ = 12  # and reads at once when one of them is missing: a request per dozen decisions
 KEEP_DEPTH = 500  # how far down a reloaded view is read to keep the highlighted paper
 
@@ -127,7 +128,14 @@ class QueueView(App[None]):
         self._focus_before_search: Widget | None = None  # where the focus goes back after `/`
         self.ranking: Ranking | None = None
         self.texts: TextFeatures | None = None
-        self._texts_due = False  # the text features must read what other processes wrote
+        # The text features must read what other processes wrote: a new paper (at the next
+        # retrain), a known one written again (its text may be new; at a retrain once
+        # `texts_every` seconds have passed since the last read: in a lab every refresh brings
+        # others' decisions, which stamp papers as a new abstract does).
+        self._texts_due = False
+        self._texts_maybe = False
+        self._texts_read_at = 0.0  # time.monotonic() of the last read
+        self.texts_every = TEXTS_EVERY
         self._retrain_timer: Any = None
         self._retrain_pending = False
         # When a key (or a click) last came (time.monotonic()), and a ranking made meanwhile that
@@ -379,7 +387,8 @@ class QueueView(App[None]):
             self._reading.update(ids)
             self._read_papers_ahead(ids)
 
-    @work(thread=True, exclusive=True, group="ahead")
+    # Not exclusive: a read cancelled before it ran would leave its papers marked as being read.
+    @work(thread=True, group="ahead")
     def _read_papers_ahead(self, ids: list[str]) -> None:
         rows = self.index.rows
         stamps = {pid: rows[pid].touched for pid in ids if pid in rows}

@@ -135,11 +135,19 @@ class Workers(QueueView):
             rows = [r for r in rows if self._written.get(r.id, 0.0) < started and r.id not in self._behind]
         current = self.current_id()
         rewritten = any(r.id == current and r.touched > self._detail_shown_at for r in rows)
-        fresh = [r for r in rows if self.index.rows.get(r.id) != r]
-        # A paper new to this UI, or written by another process (it may have a new text): not a
-        # paper whose only change is this UI's own write, stamped before it landed.
-        if gone or any(r.touched > self._written.get(r.id, 0.0) for r in fresh):
+        known = self.index.rows
+        fresh = [r for r in rows if known.get(r.id) != r]
+        if gone or any(r.id not in known for r in rows):
             self._texts_due = True
+        # Written again by another process (it may have a new text, and nothing else new): not
+        # a paper whose only change is this UI's own write.
+        if any(
+            r.id in known and r.touched > max(self._written.get(r.id, 0.0), known[r.id].touched) for r in rows
+        ):
+            self._texts_maybe = True
+        # Rows whose stamp alone moved: taken in, so that what was read of them before (the
+        # papers read ahead) is read again when shown.
+        self.index.apply(r for r in rows if r.id in known and known[r.id] == r)
         if any(_teaches(self.index.rows.get(r.id), r) for r in fresh):
             self.schedule_retrain()
         if fresh:
@@ -188,16 +196,20 @@ class Workers(QueueView):
             self.call_from_thread(self.say, "Reading the store for the personal model (once; then cached)…")
             self.texts, notes = load_features(self.store, self.cache_dir)
             self.call_from_thread(self.say, self.idle_text())
-        elif self._texts_due:
+        elif self._texts_due or (
+            self._texts_maybe and time.monotonic() - self._texts_read_at >= self.texts_every
+        ):
             # Only when a refresh brought another process's writes: this UI's decisions change
             # no text, and reading what changed for each of them cost a lab's server three
             # requests per decision.
-            self._texts_due = False
+            due, maybe = self._texts_due, self._texts_maybe
+            self._texts_due = self._texts_maybe = False
             try:
                 refreshed = self.texts.refresh(self.store)
             except BaseException:
-                self._texts_due = True
+                self._texts_due, self._texts_maybe = due, maybe
                 raise
+            self._texts_read_at = time.monotonic()
             if refreshed:
                 try:
                     self.texts.save(self.cache_dir)
