@@ -376,6 +376,7 @@ def test_tagging_for_another_agenda_is_news_only_to_that_agendas_readers(
     assert set(theirs) == ids
     assert all(meta["touched"] > before for meta in theirs.values())
     assert set(bob.iter_ids({"$and": [{"touched": {"$gt": before}}, {"relevance": {"$gte": 0.0}}]})) == ids
+    assert bob.view.where({"touched": {"$lt": before}}) == {"touched": {"$lt": before}}  # the plain one
     # Alice's stamps are as they were; no one's plain `touched` moved.
     stored = dict(alice.iter_metadata(stored=True))
     assert all(meta["touched"] < before for meta in stored.values())

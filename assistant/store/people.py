@@ -197,16 +197,17 @@ def _number(value: Any) -> bool:
 
 
 def _either_stamp(where: dict[str, Any], other: str) -> dict[str, Any]:
-    """A filter with each test of `touched` made a test of `touched` or of `other` (this
-    agenda's stamp)."""
+    """A filter with each "written since" test of `touched` (`$gt`, `$gte`) made a test of
+    `touched` or of `other` (this agenda's stamp): as a reader sees the later of the two."""
     out: dict[str, Any] = {}
     for k, v in where.items():
         if k in ("$and", "$or") and isinstance(v, list):
             out[k] = [_either_stamp(w, other) if isinstance(w, dict) else w for w in v]
         else:
             out[k] = v
-    if STAMP not in out:
-        return out
+    clause = out.get(STAMP)
+    if not (isinstance(clause, dict) and clause and set(clause) <= {"$gt", "$gte"}):
+        return out  # only "written since" is asked of both stamps (the later of them is read)
     either = {"$or": [{STAMP: out[STAMP]}, {other: out.pop(STAMP)}]}
     return {"$and": [either, *({k: v} for k, v in out.items())]} if out else either
 
