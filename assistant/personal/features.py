@@ -17,9 +17,9 @@ Files are named by a random generation written into the pickle last, so a reader
 half of a new generation; several processes keep it (the review UIs and `daily` of one machine):
 a save removes another generation's files only once they are a minute old (younger ones may be
 what another writer's pickle is about to name), and a reader whose generation was replaced and
-removed meanwhile reads the new one. New papers (an import) are appended to the generation's files, whose
-rows before them stay as they were: a reader takes as many rows as its pickle names, so one that
-read the pickle before the append reads the rows it names.
+removed meanwhile reads the new one. New papers (an import) are appended to the generation's
+files, whose rows before them stay as they were: a reader takes as many rows as its pickle
+names, so one that read the pickle before the append reads the rows it names.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any
 
 from assistant.store.people import SHARED_PREFIX, split_key
 from assistant.store.schema import LIST_KEY_PREFIX as LIST_PREFIX
+from assistant.store.schema import is_number
 
 # Keys whose values the mirror indexes (besides every `list:<name>`): those the daily loop's
 # commands filter on.
@@ -147,10 +148,6 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _operator(key: str, op: str, operand: Any) -> Callable[[dict[str, Any]], bool]:
     def get(meta: dict[str, Any]) -> Any:
         return meta.get(key, _MISSING)
@@ -175,7 +172,7 @@ def _operator(key: str, op: str, operand: Any) -> Callable[[dict[str, Any]], boo
     }.get(op)
     if compare is None:
         raise ValueError(f"the mirror does not evaluate {op!r}")
-    return lambda meta: _number(v := get(meta)) and _number(operand) and bool(compare(v, operand))
+    return lambda meta: is_number(v := get(meta)) and is_number(operand) and bool(compare(v, operand))
 
 
 def _equal(value: Any, operand: Any) -> bool:

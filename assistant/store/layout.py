@@ -26,6 +26,7 @@ from assistant.cache import cache_file
 from assistant.store import vectors as vector_file
 from assistant.store.filters import terms
 from assistant.store.people import AGENDA_PREFIX, PERSON_PREFIX, stamp_key
+from assistant.store.schema import is_number
 
 VERSION = 6
 PAPERS, META = 0, 1  # the two collections
@@ -96,7 +97,7 @@ def _long(key: str) -> bool:
 def _touched(meta: dict[str, Any] | None) -> float | None:
     """When a record was last written, kept in an indexed column: the latest of its stamps
     (`touched`, and each agenda's `a:<hash>:touched`, `assistant.store.people`)."""
-    stamps = [float(v) for k, v in (meta or {}).items() if stamp_key(k) and _number(v)]
+    stamps = [float(v) for k, v in (meta or {}).items() if stamp_key(k) and is_number(v)]
     return max(stamps) if stamps else None
 
 
@@ -112,13 +113,9 @@ def _touched_after(where: dict[str, Any]) -> float | None:
         return found.pop() if len(found) == 1 else None
     if stamp_key(key) and isinstance(clause, dict) and len(clause) == 1 and "$gt" in clause:
         value = clause["$gt"]
-        if _number(value):
+        if is_number(value):
             return float(value)
     return None
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _unpack(short: bytes | None, long: bytes | None = None) -> dict[str, Any] | None:

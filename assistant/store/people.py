@@ -23,6 +23,7 @@ from typing import Any
 
 from assistant.models import Status
 from assistant.store.schema import LIST_KEY_PREFIX as LIST_PREFIX
+from assistant.store.schema import is_number
 
 # A person's own keys (besides every `list:<name>`); `lists` is the form reading lists had
 # before per-list keys (converted at open).
@@ -182,7 +183,7 @@ class View:
             for k in ASSESSED:
                 out.pop(k, None)
             candidates: list[Any] = [out.get(STAMP), assessed.pop(STAMP, None)]
-            stamps = [float(s) for s in candidates if _number(s)]
+            stamps = [float(s) for s in candidates if is_number(s)]
             out.update(assessed)
             if stamps:
                 out[STAMP] = max(stamps)  # written last by anyone, or for this agenda
@@ -190,10 +191,6 @@ class View:
 
     def read_all(self, metas: Iterable[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
         return [self.read(m) for m in metas]
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _either_stamp(where: dict[str, Any], other: str) -> dict[str, Any]:

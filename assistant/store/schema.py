@@ -61,6 +61,11 @@ LIST_RECORD = "reading-list"
 LEGACY_LIST_TABLE = "reading-lists"
 
 
+def is_number(value: Any) -> bool:
+    """Whether a metadata value is a number as Chroma compares it (a boolean is not one)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def list_key(name: str) -> str:
     return LIST_KEY_PREFIX + name
 

@@ -363,9 +363,14 @@ class QueueView(App[None]):
         read_at = time.time()
         item = self.store.get(pid)
         if item is not None and row is not None and self.store.settings.chroma_url:
-            ahead = {**self._ahead, pid: (item, row.touched, read_at)}
-            self._ahead = dict(list(ahead.items())[-3 * AHEAD_READ :])
+            self._keep_ahead({pid: (item, row.touched, read_at)})
         return item
+
+    def _keep_ahead(self, read: dict[str, tuple[StoredPaper, float, float]]) -> None:
+        """Keep papers just read with those read ahead (the latest few dozen): swapped whole, as
+        the UI thread and the reads ahead both read and change it."""
+        ahead = {**self._ahead, **read}
+        self._ahead = dict(list(ahead.items())[-3 * AHEAD_READ :])
 
     def read_ahead_near(self) -> None:
         """On a Chroma server, read the papers around the highlighted one (the next ones first:
@@ -399,9 +404,7 @@ class QueueView(App[None]):
             return
         finally:
             self._reading.difference_update(ids)
-        ahead = dict(self._ahead)
-        ahead.update((i.paper.id, (i, stamps[i.paper.id], read_at)) for i in items)
-        self._ahead = dict(list(ahead.items())[-3 * AHEAD_READ :])  # swapped whole: the UI reads it
+        self._keep_ahead({i.paper.id: (i, stamps[i.paper.id], read_at) for i in items})
 
     def update_rows(self, ids: list[str]) -> None:
         """Re-read these papers' rows from the store and redraw them where they are shown."""
