@@ -161,17 +161,32 @@ class _Clock:
         return getattr(time, name)
 
 
+class _Machine:
+    """`/proc/stat` as the pacing reads it: a second of every CPU passes at each reading, kept
+    busy by other processes or left idle."""
+
+    def __init__(self, others_busy: bool) -> None:
+        self.others_busy = others_busy
+        self.seconds = 0.0
+
+    def __call__(self, cpus: set[int]) -> tuple[float, float]:
+        self.seconds += 1.0
+        return (self.seconds if self.others_busy else 0.0, self.seconds)
+
+
 def test_a_niced_process_leaves_the_server_to_the_others(
     chroma_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A batch job run with `nice -n 10` on the lab's machine waits after each request to the
-    Chroma server 8.3 times as long as the request took (the share of a CPU Linux gives it
-    beside a process not niced), so the review UIs and `daily` keep theirs; a process not
-    niced, or an embedded store, never waits."""
-    from assistant.store import connection
+    """A batch job run with `nice -n 10` on the lab's machine, while others keep its CPUs busy,
+    waits after each request to the Chroma server 8.3 times as long as the request took (the
+    share of a CPU Linux gives it beside a process not niced), so the review UIs and `daily`
+    keep theirs; a process not niced, or an embedded store, never waits."""
+    from assistant.store import connection, pacing
 
     clock = _Clock()
     monkeypatch.setattr(connection, "time", clock)
+    monkeypatch.setattr(pacing, "cpu_seconds", _Machine(others_busy=True))
+    monkeypatch.setattr(pacing, "WINDOW", 0.0)  # the machine is looked at after every request
     server = load_settings(chroma_url=chroma_server, collection=f"paced-{uuid.uuid4().hex[:8]}")
     Store.open(server).upsert_papers([Paper.create(title="A paper on pacing")])
     monkeypatch.setattr(os, "getpriority", lambda *_: 10)
@@ -183,7 +198,7 @@ def test_a_niced_process_leaves_the_server_to_the_others(
     assert len(clock.waits) >= 2 and all(w > 0 for w in clock.waits)
     assert sum(clock.waits) <= (1.25**10 - 1) * took  # 8.3 times as long as the requests took
     assert sum(clock.waits) > took
-    from assistant.store.server import niced_pace
+    from assistant.store.pacing import niced_pace
 
     for niceness, pace in ((1, 0.25), (5, 2.05), (19, 68.39)):
         monkeypatch.setattr(os, "getpriority", lambda *_, n=niceness: n)
@@ -209,3 +224,38 @@ def test_a_niced_process_leaves_the_server_to_the_others(
     assert embedded.count() == 1 and not clock.waits
     monkeypatch.setattr(os, "getpriority", lambda *_: 0)
     assert Store.open(server).count() == 1 and not clock.waits
+
+
+def test_a_niced_process_runs_at_full_speed_on_an_idle_machine(
+    chroma_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like the kernel, which gives a niced process a CPU nobody else wants, a niced job waits
+    only while others keep the machine busy: on the server's own machine left idle it stops
+    waiting once it has seen so, and waits again when others start working; a server on
+    another machine, whose load it cannot see, is always paced."""
+    from assistant.store import connection, pacing
+
+    clock = _Clock()
+    monkeypatch.setattr(connection, "time", clock)
+    machine = _Machine(others_busy=False)
+    monkeypatch.setattr(pacing, "cpu_seconds", machine)
+    monkeypatch.setattr(pacing, "WINDOW", 0.0)
+    server = load_settings(chroma_url=chroma_server, collection=f"idle-{uuid.uuid4().hex[:8]}")
+    Store.open(server).upsert_papers([Paper.create(title="Read while nobody works")])
+    monkeypatch.setattr(os, "getpriority", lambda *_: 10)
+    store = Store.open(server)
+    store.count()  # the first look at the machine
+    clock.waits.clear()
+    assert store.count() == 1 and [i.paper.title for i in store.iter_all()] == ["Read while nobody works"]
+    assert clock.waits == []
+    machine.others_busy = True  # someone starts `daily`
+    store.count()
+    store.count()
+    assert clock.waits and all(w > 0 for w in clock.waits)
+    assert pacing.on_this_machine(chroma_server) and pacing.on_this_machine("http://localhost:8000")
+    assert not pacing.on_this_machine("http://192.0.2.1:8000")  # TEST-NET-1: nobody's address
+    assert not pacing.on_this_machine("http://no-such-host.invalid:8000")
+    machine.others_busy = False
+    elsewhere = pacing.Pacer("http://192.0.2.1:8000")
+    assert elsewhere.after(0.1) == pytest.approx(0.1 * (1.25**10 - 1))
+    assert elsewhere.after(0.1) == pytest.approx(0.1 * (1.25**10 - 1))

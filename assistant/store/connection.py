@@ -50,10 +50,11 @@ from assistant.store.mirror import (
     mirror_path,
     remove_other_layouts,
 )
+from assistant.store.pacing import Pacer
 from assistant.store.pending import Pending, Write
 from assistant.store.people import PLAIN, STAMP, View, stamp_key
 from assistant.store.server import SERVER_TIMEOUT as SERVER_TIMEOUT
-from assistant.store.server import http_client, niced_pace, server_refusal
+from assistant.store.server import http_client, server_refusal
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -88,7 +89,7 @@ class _Guarded:
                 if error is None:
                     raise
                 raise error from exc
-            if self._store.pace:  # a niced process on a server store (`server.niced_pace`);
+            if self._store.pace:  # a niced process on a server store (`assistant.store.pacing`);
                 self._store.paced(time.monotonic() - started)  # not after a failure or ^C
             return result
 
@@ -212,9 +213,9 @@ class Connection:
         self._state: StateReader | None = None  # reads Chroma's state (embedded)
         self._existed = False  # an embedded store whose database was there when it was opened
         self._refused: StoreError | None = None  # why the queue could not be applied, if so
-        # Per second a request to the server took, how long to wait after it (a niced process),
+        # How long a niced process waits after a request to the server (`assistant.store.pacing`),
         # and the waits owed by requests made inside the writer lock (`paced`).
-        self.pace = niced_pace() if settings.chroma_url else 0.0
+        self.pace: Pacer | None = Pacer(settings.chroma_url) if settings.chroma_url else None
         self._owed = 0.0
 
     @classmethod
@@ -588,13 +589,16 @@ class Connection:
     # -- the writer lock -------------------------------------------------------
 
     def paced(self, took: float) -> None:
-        """Wait after a request to the server that took `took` seconds (`pace` per second). A
+        """Wait after a request to the server that took `took` seconds (`Pacer.after`). A
         request made holding the writer lock owes its wait until the lock is let go: the other
         writers on this machine (`daily`, the review UIs) never wait on a niced one's pause."""
+        wait = self.pace.after(took) if self.pace else 0.0
+        if not wait:
+            return
         if self._holder == threading.get_ident():
-            self._owed += took * self.pace
+            self._owed += wait
         else:
-            time.sleep(took * self.pace)
+            time.sleep(wait)
 
     @contextmanager
     def write_lock(self) -> Iterator[None]:

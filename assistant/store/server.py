@@ -8,7 +8,6 @@ token client and never appears in a message.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -23,25 +22,6 @@ SERVER_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one request
 # Seconds to open a connection: a server that answers at all does in milliseconds; a host that
 # is down (no refusal comes back) must not hold a command, or a key of the review UI, for long.
 CONNECT_TIMEOUT = 3.0
-
-
-NICE_WEIGHT = 1.25  # how much less CPU Linux gives a process per step of niceness (CFS)
-
-
-def niced_pace() -> float:
-    """How long this process waits after each request to a Chroma server, per second the
-    request took. The server does every client's work at its own priority, so a batch job
-    niced on the lab's machine (`triage tag` for a new agenda) would still take the server from
-    the review UIs and `daily`; paced, it takes the share of the server that Linux gives it of a
-    CPU beside a process not niced: each step of niceness weighs 1.25 times less, so it waits
-    1.25^n - 1 seconds per second of requests (`nice -n 10`: 8.3; 5: 2.1; 19: 68). Unlike the
-    kernel, which lets a niced process have an idle CPU, it waits whether or not anyone else
-    is using the server."""
-    try:
-        niceness = os.getpriority(os.PRIO_PROCESS, 0)
-    except OSError:
-        return 0.0
-    return float(NICE_WEIGHT ** max(0, niceness) - 1)
 
 
 def http_client(url: str, token: SecretStr | None = None) -> ClientAPI:

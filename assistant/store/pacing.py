@@ -1,0 +1,125 @@
+"""How a niced process paces its requests to a Chroma server.
+
+The server does every client's work at its own priority, so a batch job niced on the lab's
+machine (`nice -n 19 triage tag` for a new agenda) would still take the server from the review
+UIs and `daily`. Paced, it takes the share of the server that Linux gives a niced process of a
+CPU beside one not niced: after each request it waits `niced_pace()` times as long as the
+request took.
+
+Like the kernel, which lets a niced process have a CPU nobody else wants, it waits only while
+someone else keeps the machine busy: when the server is on this machine (its address is one of
+this machine's), the CPUs this process may run on are read from `/proc/stat` about once a
+second, and what was neither idle, nor this process's own CPU, nor the server's time on this
+process's requests is the others' work. Under a third of those CPUs, the job runs at full speed
+(a niced tag over 10,000 papers on an idle server takes about as long as one not niced); above
+it, it waits. A server elsewhere, whose machine it cannot see, is always paced.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import time
+from urllib.parse import urlparse
+
+NICE_WEIGHT = 1.25  # how much less CPU Linux gives a process per step of niceness (CFS)
+BUSY = 1 / 3  # the others' share of this process's CPUs above which it waits
+WINDOW = 1.0  # seconds over which the others' share is measured
+
+
+def niced_pace() -> float:
+    """How long this process waits after a request to a busy Chroma server, per second the
+    request took: each step of niceness weighs 1.25 times less, so it waits 1.25^n - 1 seconds
+    per second of requests (`nice -n 10`: 8.3; 5: 2.1; 19: 68); 0 for a process not niced."""
+    try:
+        niceness = os.getpriority(os.PRIO_PROCESS, 0)
+    except OSError:
+        return 0.0
+    return float(NICE_WEIGHT ** max(0, niceness) - 1)
+
+
+def on_this_machine(url: str) -> bool:
+    """Whether the server at `url` answers on one of this machine's addresses (a loopback
+    address, or one this machine can bind: the lab's machine named by its own name)."""
+    host = urlparse(url).hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return False
+    for family, _, _, _, address in infos:
+        ip = ipaddress.ip_address(address[0])
+        if ip.is_loopback:
+            return True
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as probe:
+                probe.bind((address[0], 0))
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def cpu_seconds(cpus: set[int]) -> tuple[float, float] | None:
+    """(busy, all) CPU seconds of these CPUs since boot, from `/proc/stat`; None off Linux."""
+    try:
+        lines = open("/proc/stat", encoding="ascii").read().splitlines()  # noqa: SIM115
+    except OSError:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = total = 0
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
+            continue
+        fields = [int(f) for f in rest.split()]
+        total += sum(fields[:8])  # user nice system idle iowait irq softirq steal
+        busy += sum(fields[:8]) - fields[3] - fields[4]
+    return (busy / tick, total / tick) if total else None
+
+
+class Pacer:
+    """The waits of one process on one server: `after(took)` is how long to wait after a
+    request that took `took` seconds."""
+
+    def __init__(self, url: str) -> None:
+        self.pace = niced_pace()
+        self.busy = True  # until the machine is seen
+        self._watch = self.pace > 0 and on_this_machine(url)
+        self._cpus: set[int] = set()
+        self._mark: tuple[float, float, float, float] | None = None  # wall, process CPU, busy, all
+        self._took = 0.0  # seconds of requests since the mark
+        if self._watch:
+            self._cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+            self._mark = self._sample()
+            self._watch = self._mark is not None
+
+    def __bool__(self) -> bool:
+        return self.pace > 0
+
+    def _sample(self) -> tuple[float, float, float, float] | None:
+        seen = cpu_seconds(self._cpus) if self._cpus else None
+        return None if seen is None else (time.monotonic(), time.process_time(), *seen)
+
+    def after(self, took: float) -> float:
+        """Seconds to wait after a request that took `took` seconds."""
+        if not self.pace:
+            return 0.0
+        if self._watch and self._mark is not None:
+            self._took += took
+            now = time.monotonic()
+            if now - self._mark[0] >= WINDOW:
+                self._look()
+        return took * self.pace if self.busy else 0.0
+
+    def _look(self) -> None:
+        """Measure the others' work on this process's CPUs since the mark."""
+        mark, now = self._mark, self._sample()
+        if mark is None or now is None:
+            self.busy, self._watch = True, False
+            return
+        capacity = now[3] - mark[3]
+        if capacity > 0:
+            others = (now[2] - mark[2]) - (now[1] - mark[1]) - self._took
+            self.busy = others >= BUSY * capacity
+        self._mark, self._took = now, 0.0
