@@ -597,8 +597,8 @@ class Connection:
             return
         if self._holder == threading.get_ident():
             self._owed += wait
-        else:
-            time.sleep(wait)
+        elif self.pace:
+            self.pace.wait(wait, time.sleep)
 
     @contextmanager
     def write_lock(self) -> Iterator[None]:
@@ -629,8 +629,8 @@ class Connection:
                         self._holder = None
             finally:
                 owed, self._owed = self._owed, 0.0
-        if owed:
-            time.sleep(owed)  # the pauses of the requests made under the lock, once it is let go
+        if owed and self.pace:
+            self.pace.wait(owed, time.sleep)  # the requests' pauses made under the lock, once it is let go
 
 
 def _restamped(meta: dict[str, Any] | None, now: float) -> dict[str, Any]:

@@ -7,12 +7,14 @@ CPU beside one not niced: after each request it waits `niced_pace()` times as lo
 request took.
 
 Like the kernel, which lets a niced process have a CPU nobody else wants, it waits only while
-someone else keeps the machine busy: when the server is on this machine (its address is one of
-this machine's), the CPUs this process may run on are read from `/proc/stat` about once a
-second, and what was neither idle, nor this process's own CPU, nor the server's time on this
-process's requests is the others' work. Under a third of those CPUs, the job runs at full speed
-(a niced tag over 10,000 papers on an idle server takes about as long as one not niced); above
-it, it waits. A server elsewhere, whose machine it cannot see, is always paced.
+someone else keeps the machine busy. When the server is on this machine (its address is one of
+this machine's), the CPUs this process may run on are read from `/proc/stat` before and after
+each of its pauses: what was busy while it paused (neither it nor the server working for it) is
+the others' work. Under a third of those CPUs, the job stops waiting, and pauses only for a
+quarter of a second every five to look again; above it, it waits. (Measured while it runs, the
+others' share would hide behind its own and the server's: on a saturated CPU a request's time
+is mostly queueing behind the others.) A server elsewhere, whose machine it cannot see, is
+always paced.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import ipaddress
 import os
 import socket
 import time
+from collections.abc import Callable
 from urllib.parse import urlparse
 
 NICE_WEIGHT = 1.25  # how much less CPU Linux gives a process per step of niceness (CFS)
 BUSY = 1 / 3  # the others' share of this process's CPUs above which it waits
-WINDOW = 1.0  # seconds over which the others' share is measured
+PROBE = 0.25  # seconds of a pause made only to look at the machine, while it is idle
+PROBE_EVERY = 5.0  # seconds between those looks
 
 
 def niced_pace() -> float:
@@ -80,46 +84,45 @@ def cpu_seconds(cpus: set[int]) -> tuple[float, float] | None:
 
 class Pacer:
     """The waits of one process on one server: `after(took)` is how long to wait after a
-    request that took `took` seconds."""
+    request that took `took` seconds, `wait(seconds, sleep)` waits (and looks at the machine)."""
 
     def __init__(self, url: str) -> None:
         self.pace = niced_pace()
         self.busy = True  # until the machine is seen
-        self._watch = self.pace > 0 and on_this_machine(url)
         self._cpus: set[int] = set()
-        self._mark: tuple[float, float, float, float] | None = None  # wall, process CPU, busy, all
-        self._took = 0.0  # seconds of requests since the mark
-        if self._watch:
-            self._cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-            self._mark = self._sample()
-            self._watch = self._mark is not None
+        if self.pace > 0 and on_this_machine(url) and hasattr(os, "sched_getaffinity"):
+            self._cpus = os.sched_getaffinity(0)
+        self._looked = time.monotonic()  # when the machine was last seen idle
+        if self._cpus and self._sample() is None:
+            self._cpus = set()
 
     def __bool__(self) -> bool:
         return self.pace > 0
 
-    def _sample(self) -> tuple[float, float, float, float] | None:
+    def _sample(self) -> tuple[float, float, float] | None:
+        """(this process's CPU seconds, the CPUs' busy seconds, their seconds) now."""
         seen = cpu_seconds(self._cpus) if self._cpus else None
-        return None if seen is None else (time.monotonic(), time.process_time(), *seen)
+        return None if seen is None else (time.process_time(), *seen)
 
     def after(self, took: float) -> float:
         """Seconds to wait after a request that took `took` seconds."""
         if not self.pace:
             return 0.0
-        if self._watch and self._mark is not None:
-            self._took += took
-            now = time.monotonic()
-            if now - self._mark[0] >= WINDOW:
-                self._look()
-        return took * self.pace if self.busy else 0.0
+        if self.busy or not self._cpus:
+            return took * self.pace
+        return PROBE if time.monotonic() - self._looked >= PROBE_EVERY else 0.0
 
-    def _look(self) -> None:
-        """Measure the others' work on this process's CPUs since the mark."""
-        mark, now = self._mark, self._sample()
-        if mark is None or now is None:
-            self.busy, self._watch = True, False
+    def wait(self, seconds: float, sleep: Callable[[float], None]) -> None:
+        """Wait (with `sleep`), and see whether others kept this process's CPUs busy meanwhile."""
+        before = self._sample()
+        sleep(seconds)
+        after = self._sample()
+        if before is None or after is None:
             return
-        capacity = now[3] - mark[3]
-        if capacity > 0:
-            others = (now[2] - mark[2]) - (now[1] - mark[1]) - self._took
-            self.busy = others >= BUSY * capacity
-        self._mark, self._took = now, 0.0
+        capacity = after[2] - before[2]
+        if capacity <= 0:  # too short to tell
+            return
+        others = (after[1] - before[1]) - (after[0] - before[0])
+        self.busy = others >= BUSY * capacity
+        if not self.busy:
+            self._looked = time.monotonic()
