@@ -238,6 +238,12 @@ def main() -> None:
         help="split (the default, on 2+ cores): the reviewers' processes on the last core (their "
         "laptops), the server, daily and tag on the others (the lab's machine); shared: all on every core",
     )
+    parser.add_argument(
+        "--tag-nice",
+        type=int,
+        default=19,
+        help="the niceness of the tagging job (docs/server.md: the lab's jobs that can wait run at 19)",
+    )
     parser.add_argument("--reviewer", help=argparse.SUPPRESS)  # a reviewer's own process
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
@@ -321,7 +327,7 @@ def main() -> None:
             print(f"{len(names)} review UIs up in {time.perf_counter() - opened:.0f} s", file=sys.stderr)
             tagger = subprocess.Popen(  # noqa: S603
                 # A batch job, niced as docs/server.md advises for the lab's cron jobs.
-                ["nice", "-n", "10", sys.executable, "-m", "assistant", "tag"],
+                ["nice", "-n", str(args.tag_nice), sys.executable, "-m", "assistant", "tag"],
                 env={**env, "TRIAGE_USER": "tagger", "TRIAGE_AGENDA": str(work / "second.md")},
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -344,7 +350,7 @@ def main() -> None:
                 "placement": placement,
                 "chroma server": round(server_cpu, 1),
                 "daily": round(daily_cpu, 1),
-                "tag (second agenda, niced)": round(tagger_cpu, 1),
+                f"tag (second agenda, nice {args.tag_nice})": round(tagger_cpu, 1),
                 "review UIs (over the reviewers' seconds)": round(
                     sum(c["ui_process_cpu"] for c in shares), 1
                 ),
