@@ -162,16 +162,19 @@ class _Clock:
 
 
 class _Machine:
-    """`/proc/stat` as the pacing reads it: a second of every CPU passes at each reading, kept
-    busy by other processes or left idle."""
+    """`/proc/stat` as the pacing reads it: `step` seconds of every CPU pass at each reading,
+    kept busy by other processes or left idle."""
 
-    def __init__(self, others_busy: bool) -> None:
+    def __init__(self, others_busy: bool, step: float = 1.0) -> None:
         self.others_busy = others_busy
-        self.seconds = 0.0
+        self.step = step
+        self.seconds = self.busy = 0.0
 
     def __call__(self, cpus: set[int]) -> tuple[float, float]:
-        self.seconds += 1.0
-        return (self.seconds if self.others_busy else 0.0, self.seconds)
+        self.seconds += self.step * len(cpus)
+        if self.others_busy:
+            self.busy += self.step * len(cpus)
+        return (self.busy, self.seconds)
 
 
 def test_a_niced_process_leaves_the_server_to_the_others(
@@ -186,6 +189,7 @@ def test_a_niced_process_leaves_the_server_to_the_others(
     clock = _Clock()
     monkeypatch.setattr(connection, "time", clock)
     monkeypatch.setattr(pacing, "cpu_seconds", _Machine(others_busy=True))
+    monkeypatch.setattr(pacing, "SLICE", 3600.0)  # each pause in one piece
     server = load_settings(chroma_url=chroma_server, collection=f"paced-{uuid.uuid4().hex[:8]}")
     Store.open(server).upsert_papers([Paper.create(title="A paper on pacing")])
     monkeypatch.setattr(os, "getpriority", lambda *_: 10)
@@ -239,6 +243,7 @@ def test_a_niced_process_runs_at_full_speed_on_an_idle_machine(
     machine = _Machine(others_busy=False)
     monkeypatch.setattr(pacing, "cpu_seconds", machine)
     monkeypatch.setattr(pacing, "PROBE_EVERY", 3600.0)
+    monkeypatch.setattr(pacing, "SLICE", 3600.0)
     server = load_settings(chroma_url=chroma_server, collection=f"idle-{uuid.uuid4().hex[:8]}")
     Store.open(server).upsert_papers([Paper.create(title="Read while nobody works")])
     monkeypatch.setattr(os, "getpriority", lambda *_: 10)
@@ -259,8 +264,57 @@ def test_a_niced_process_runs_at_full_speed_on_an_idle_machine(
     assert pacing.on_this_machine(chroma_server) and pacing.on_this_machine("http://localhost:8000")
     assert not pacing.on_this_machine("http://192.0.2.1:8000")  # TEST-NET-1: nobody's address
     assert not pacing.on_this_machine("http://no-such-host.invalid:8000")
+    assert pacing.on_this_machine(chroma_server.split("://")[1])  # as `--chroma-url` takes it too
     machine.others_busy = False
     elsewhere = pacing.Pacer("http://192.0.2.1:8000")
     for _ in range(3):
         elsewhere.wait(0.0, lambda _: None)
         assert elsewhere.after(0.1) == pytest.approx(0.1 * (1.25**10 - 1))
+
+
+def test_a_niced_process_looks_at_the_machine_in_long_and_short_pauses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long pause (nice 19 after a two-second read: over two minutes) is made a second at a
+    time, and what is left of it is not made once the others have stopped; pauses too short for
+    `/proc/stat` to tell are added up first; one look is owed however many requests are made
+    under the writer lock; `/proc/stat` is read as Linux writes it."""
+    from assistant.store import pacing
+
+    monkeypatch.setattr(os, "getpriority", lambda *_: 19)
+    machine = _Machine(others_busy=True)
+    monkeypatch.setattr(pacing, "cpu_seconds", machine)
+    pacer = pacing.Pacer("http://127.0.0.1:8000")
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 3:
+            machine.others_busy = False  # `daily` ends during the third second
+
+    wait = pacer.after(2.0)
+    assert wait == pytest.approx(2.0 * (1.25**19 - 1))  # 137 s
+    pacer.wait(wait, sleep)
+    assert slept == [1.0, 1.0, 1.0] and not pacer.busy
+    assert pacer.after(2.0) == 0.0
+    # A look every PROBE_EVERY seconds, one however many requests follow (under the lock, where
+    # the waits are added up).
+    monkeypatch.setattr(pacing, "PROBE_EVERY", 0.0)
+    assert pacer.after(0.01) == pacing.PROBE
+    monkeypatch.setattr(pacing, "PROBE_EVERY", 3600.0)
+    assert sum(pacer.after(0.01) for _ in range(200)) == 0.0
+    # Short pauses: a reading of a hundredth of a second tells nothing until they add up.
+    machine.step, machine.others_busy = 0.01, True
+    pacer.busy = True
+    pacer.wait(0.01, lambda _: None)
+    assert pacer.busy  # not judged yet: busy as it was
+    machine.others_busy = False
+    for _ in range(30):
+        pacer.wait(0.01, lambda _: None)
+    assert not pacer.busy
+    monkeypatch.undo()
+    if Path("/proc/stat").exists() and hasattr(os, "sched_getaffinity"):
+        cpus = os.sched_getaffinity(0)
+        busy, total = pacing.cpu_seconds(cpus) or (0.0, 0.0)
+        assert 0 <= busy <= total and total > 0
+        assert pacing.cpu_seconds({max(cpus) + 4096}) is None  # a CPU the machine does not have

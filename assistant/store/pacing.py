@@ -9,12 +9,14 @@ request took.
 Like the kernel, which lets a niced process have a CPU nobody else wants, it waits only while
 someone else keeps the machine busy. When the server is on this machine (its address is one of
 this machine's), the CPUs this process may run on are read from `/proc/stat` before and after
-each of its pauses: what was busy while it paused (neither it nor the server working for it) is
-the others' work. Under a third of those CPUs, the job stops waiting, and pauses only for a
-quarter of a second every five to look again; above it, it waits. (Measured while it runs, the
-others' share would hide behind its own and the server's: on a saturated CPU a request's time
-is mostly queueing behind the others.) A server elsewhere, whose machine it cannot see, is
-always paced.
+each of its pauses (a long pause in slices of a second): what was busy while it paused (neither
+it nor the server working for it) is the others' work. Under a third of those CPUs, the job
+stops waiting, the rest of a pause included, and pauses only for a quarter of a second every
+five to look again; above it, it waits. (Measured while it runs, the others' share would hide
+behind its own and the server's: on a saturated CPU a request's time is mostly queueing behind
+the others.) `/proc/stat` counts in hundredths of a second, so short pauses are added up until
+they make a tenth of a second of each CPU. A server elsewhere, whose machine it cannot see, is
+always paced; one reached through a tunnel from this machine is judged by this machine's load.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from urllib.parse import urlparse
+
+from assistant.store.server import server_url
 
 NICE_WEIGHT = 1.25  # how much less CPU Linux gives a process per step of niceness (CFS)
 BUSY = 1 / 3  # the others' share of this process's CPUs above which it waits
 PROBE = 0.25  # seconds of a pause made only to look at the machine, while it is idle
 PROBE_EVERY = 5.0  # seconds between those looks
+SLICE = 1.0  # seconds: a longer pause is made in slices, the machine looked at after each
+MIN_LOOK = 0.1  # seconds of each CPU the pauses must make before the machine is judged
 
 
 def niced_pace() -> float:
@@ -46,7 +51,7 @@ def niced_pace() -> float:
 def on_this_machine(url: str) -> bool:
     """Whether the server at `url` answers on one of this machine's addresses (a loopback
     address, or one this machine can bind: the lab's machine named by its own name)."""
-    host = urlparse(url).hostname or ""
+    host = server_url(url).hostname or ""
     try:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except (OSError, UnicodeError):
@@ -92,7 +97,8 @@ class Pacer:
         self._cpus: set[int] = set()
         if self.pace > 0 and on_this_machine(url) and hasattr(os, "sched_getaffinity"):
             self._cpus = os.sched_getaffinity(0)
-        self._looked = time.monotonic()  # when the machine was last seen idle
+        self._looked = time.monotonic()  # when a look at the machine was last made or handed out
+        self._seen = [0.0, 0.0]  # the others' CPU seconds, and the CPUs' seconds, not judged yet
         if self._cpus and self._sample() is None:
             self._cpus = set()
 
@@ -110,19 +116,37 @@ class Pacer:
             return 0.0
         if self.busy or not self._cpus:
             return took * self.pace
-        return PROBE if time.monotonic() - self._looked >= PROBE_EVERY else 0.0
+        now = time.monotonic()
+        if now - self._looked < PROBE_EVERY:
+            return 0.0
+        self._looked = now  # one look, however many requests (under the writer lock) follow
+        return PROBE
 
     def wait(self, seconds: float, sleep: Callable[[float], None]) -> None:
-        """Wait (with `sleep`), and see whether others kept this process's CPUs busy meanwhile."""
-        before = self._sample()
-        sleep(seconds)
-        after = self._sample()
-        if before is None or after is None:
+        """Wait (with `sleep`), seeing whether others keep this process's CPUs busy meanwhile:
+        once they do not, the rest of the wait is not made."""
+        if not self._cpus:
+            sleep(seconds)
             return
-        capacity = after[2] - before[2]
-        if capacity <= 0:  # too short to tell
-            return
-        others = (after[1] - before[1]) - (after[0] - before[0])
+        left = seconds
+        while left > 0:
+            step = min(left, SLICE)
+            before = self._sample()
+            sleep(step)
+            after = self._sample()
+            left -= step
+            if before is not None and after is not None and self._judge(before, after) is False:
+                return
+
+    def _judge(self, before: tuple[float, float, float], after: tuple[float, float, float]) -> bool | None:
+        """Add a pause's reading; once they make enough, whether the others keep the CPUs busy."""
+        self._seen[0] += (after[1] - before[1]) - (after[0] - before[0])
+        self._seen[1] += max(0.0, after[2] - before[2])
+        if self._seen[1] < MIN_LOOK * len(self._cpus):
+            return None  # too short to tell
+        others, capacity = self._seen
+        self._seen = [0.0, 0.0]
         self.busy = others >= BUSY * capacity
         if not self.busy:
             self._looked = time.monotonic()
+        return self.busy

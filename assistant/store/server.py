@@ -9,7 +9,7 @@ token client and never appears in a message.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
+from urllib.parse import ParseResult, urlparse
 
 from assistant.config import Settings
 from assistant.errors import ServerUnreachableError, StoreError, _chain
@@ -24,6 +24,11 @@ SERVER_TIMEOUT = 120.0  # seconds a Chroma server may take to answer one request
 CONNECT_TIMEOUT = 3.0
 
 
+def server_url(url: str) -> ParseResult:
+    """The parts of a Chroma server's URL, `http://` when it names no scheme."""
+    return urlparse(url if "://" in url else f"http://{url}")
+
+
 def http_client(url: str, token: SecretStr | None = None) -> ClientAPI:
     """A client of the Chroma server at `url`. With a token, every request carries
     `Authorization: Bearer <token>` (Chroma's own token client): `chroma run` checks no
@@ -32,7 +37,7 @@ def http_client(url: str, token: SecretStr | None = None) -> ClientAPI:
     import httpx
     from chromadb.config import Settings as ChromaSettings
 
-    parsed = urlparse(url if "://" in url else f"http://{url}")
+    parsed = server_url(url)
     if not parsed.hostname:
         raise StoreError(f"invalid Chroma URL {url!r}: expected e.g. http://127.0.0.1:8000")
     ssl = parsed.scheme == "https"
