@@ -79,7 +79,7 @@ def cpu_seconds(cpus: set[int]) -> tuple[float, float] | None:
     busy = total = 0
     for line in lines:
         name, _, rest = line.partition(" ")
-        if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
+        if not (name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus):
             continue
         fields = [int(f) for f in rest.split()]
         total += sum(fields[:8])  # user nice system idle iowait irq softirq steal
