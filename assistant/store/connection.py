@@ -592,12 +592,11 @@ class Connection:
         """Wait after a request to the server that took `took` seconds (`Pacer.after`). A
         request made holding the writer lock owes its wait until the lock is let go: the other
         writers on this machine (`daily`, the review UIs) never wait on a niced one's pause."""
-        wait = self.pace.after(took) if self.pace else 0.0
-        if not wait:
+        if self.pace is None or not (wait := self.pace.after(took)):
             return
         if self._holder == threading.get_ident():
             self._owed += wait
-        elif self.pace:
+        else:
             self.pace.wait(wait, time.sleep)
 
     @contextmanager
