@@ -26,6 +26,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from assistant.store.server import server_url
 
@@ -72,7 +73,7 @@ def on_this_machine(url: str) -> bool:
 def cpu_seconds(cpus: set[int]) -> tuple[float, float] | None:
     """(busy, all) CPU seconds of these CPUs since boot, from `/proc/stat`; None off Linux."""
     try:
-        lines = open("/proc/stat", encoding="ascii").read().splitlines()  # noqa: SIM115
+        lines = Path("/proc/stat").read_text(encoding="ascii").splitlines()
     except OSError:
         return None
     tick = os.sysconf("SC_CLK_TCK")
